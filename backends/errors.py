@@ -1,0 +1,138 @@
+"""Typed, protocol-neutral storage errors.
+
+Every layer raises these; the S3 API maps each class to an S3 error code and HTTP
+status in exactly one table (``gateway.s3api.errors``), the FUSE client maps them to
+errno values. Nothing ever matches on message text.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base of every error Squall raises on purpose."""
+
+    def __init__(self, message: str = "", *, resource: str = "") -> None:
+        super().__init__(message or self.__class__.__doc__ or self.__class__.__name__)
+        self.message = message or (self.__class__.__doc__ or "").strip()
+        self.resource = resource
+
+
+class NoSuchBucket(StorageError):
+    """The specified bucket does not exist."""
+
+    def __init__(self, bucket: str) -> None:
+        super().__init__(resource=bucket)
+        self.bucket = bucket
+
+
+class BucketAlreadyOwnedByYou(StorageError):
+    """Your previous request to create the named bucket succeeded and you already own it."""
+
+    def __init__(self, bucket: str) -> None:
+        super().__init__(resource=bucket)
+        self.bucket = bucket
+
+
+class BucketNotEmpty(StorageError):
+    """The bucket you tried to delete is not empty."""
+
+    def __init__(self, bucket: str) -> None:
+        super().__init__(resource=bucket)
+        self.bucket = bucket
+
+
+class InvalidBucketName(StorageError):
+    """The specified bucket is not valid."""
+
+
+class NoSuchKey(StorageError):
+    """The specified key does not exist."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(resource=f"{bucket}/{key}")
+        self.bucket = bucket
+        self.key = key
+
+
+class InvalidKey(StorageError):
+    """The specified key is not valid."""
+
+
+class KeyTooLong(StorageError):
+    """Your key is too long."""
+
+
+class NoSuchUpload(StorageError):
+    """The specified multipart upload does not exist."""
+
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(resource=upload_id)
+        self.upload_id = upload_id
+
+
+class InvalidPart(StorageError):
+    """One or more of the specified parts could not be found or its entity tag did not match."""
+
+
+class InvalidPartOrder(StorageError):
+    """The list of parts was not in ascending order."""
+
+
+class EntityTooSmall(StorageError):
+    """Your proposed upload is smaller than the minimum allowed object size."""
+
+
+class EntityTooLarge(StorageError):
+    """Your proposed upload exceeds the maximum allowed object size."""
+
+
+class IncompleteBody(StorageError):
+    """You did not provide the number of bytes specified by the Content-Length HTTP header."""
+
+
+class BadDigest(StorageError):
+    """The Content-MD5 or checksum you specified did not match what was received."""
+
+
+class InvalidDigest(StorageError):
+    """The Content-MD5 or checksum you specified is not valid."""
+
+
+class PreconditionFailed(StorageError):
+    """At least one of the preconditions you specified did not hold."""
+
+
+class NotModified(StorageError):
+    """Not Modified."""
+
+
+class InvalidRange(StorageError):
+    """The requested range is not satisfiable."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+
+class ConditionalRequestConflict(StorageError):
+    """A conflicting operation occurred on the object; retry the request."""
+
+
+class SlowDown(StorageError):
+    """Please reduce your request rate."""
+
+    def __init__(self, message: str = "", *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailable(StorageError):
+    """The service is unavailable; please retry."""
+
+
+class BackendError(StorageError):
+    """The backend failed to complete the operation."""
+
+
+class NotImplementedByBackend(StorageError):
+    """A capability the request needs is not provided by the configured backend."""

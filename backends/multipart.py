@@ -1,0 +1,46 @@
+"""Multipart rules shared by every backend: completion checks and the multipart ETag."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from backends.base import CompletedPart, PartInfo
+from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
+
+MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PART_NUMBER = 10_000
+
+
+def check_completion(requested: Sequence[CompletedPart], stored: Sequence[PartInfo], *,
+                     min_part_size: int = MIN_PART_SIZE) -> list[PartInfo]:
+    """The stored parts a CompleteMultipartUpload names, in order, as S3 validates them.
+
+    Raises InvalidPart (empty list, unknown part, ETag mismatch), InvalidPartOrder (not
+    strictly ascending) and EntityTooSmall (any part but the last below ``min_part_size``).
+    """
+    if not requested:
+        raise InvalidPart("You must specify at least one part.")
+    by_number = {p.part_number: p for p in stored}
+    chosen: list[PartInfo] = []
+    previous = 0
+    for req in requested:
+        if req.part_number <= previous:
+            raise InvalidPartOrder()
+        previous = req.part_number
+        part = by_number.get(req.part_number)
+        if part is None or part.etag != req.etag.strip('"'):
+            raise InvalidPart(f"Part {req.part_number} could not be found or its ETag "
+                              "did not match.")
+        chosen.append(part)
+    for part in chosen[:-1]:
+        if part.size < min_part_size:
+            raise EntityTooSmall(f"Part {part.part_number} is {part.size} bytes; every part "
+                                 f"but the last must be at least {min_part_size} bytes.")
+    return chosen
+
+
+def multipart_etag(parts: Sequence[PartInfo]) -> str:
+    """S3's ETag of a multipart object: MD5 of the concatenated part MD5s, ``-N``."""
+    digest = hashlib.md5(b"".join(bytes.fromhex(p.etag) for p in parts))
+    return f"{digest.hexdigest()}-{len(parts)}"

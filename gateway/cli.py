@@ -1,0 +1,66 @@
+"""The ``squall`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run the S3 gateway",
+                       description="Run the S3 gateway. Every option is also a SQUALL_* "
+                                   "environment variable and a key of the --config file.")
+    p.add_argument("--config", type=Path, help="TOML file with settings")
+    p.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
+    p.add_argument("--data-dir", type=Path, help="data directory (default ./squall-data)")
+    p.add_argument("--backend", help="KIND:ARGS, e.g. posix:/srv/objects "
+                                     "(default posix:<data-dir>/objects)")
+    p.add_argument("--domain", help="serve virtual-hosted-style requests for <bucket>.DOMAIN")
+    p.add_argument("--region", help="region reported to clients (default us-east-1)")
+    p.add_argument("--durability", choices=["fsync", "none"],
+                   help="fsync: acknowledge writes once on stable storage (default); "
+                        "none: skip fsync (faster, loses recent writes on power loss)")
+    p.add_argument("--min-part-size", type=int, help="minimum multipart part size in bytes")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="squall", description="Squall S3 burst buffer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from gateway.server import serve
+    from gateway.settings import load_settings
+
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    try:
+        settings = load_settings(args.config, **overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"])
+            print(f"squall: invalid setting {field}: {error['msg']}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"squall: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(settings)
+    except ValueError as exc:
+        print(f"squall: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The gateway's access key pair: from settings, or generated once and kept in the data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+CREDENTIALS_FILE = "credentials.json"
+_KEY_ALPHABET = string.ascii_uppercase + string.digits
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    access_key: str
+    secret_key: str
+    generated: bool = False  # True when created by this start (printed once)
+
+
+def load_or_create(data_dir: Path, access_key: str | None,
+                   secret_key: str | None) -> Credentials:
+    """Configured credentials, else the stored pair, else a new pair saved with mode 0600."""
+    if access_key or secret_key:
+        if not (access_key and secret_key):
+            raise ValueError("set both SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY, or neither")
+        return Credentials(access_key, secret_key)
+    path = data_dir / CREDENTIALS_FILE
+    try:
+        stored = json.loads(path.read_text())
+        return Credentials(stored["access_key"], stored["secret_key"])
+    except FileNotFoundError:
+        pass
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is damaged; remove it to generate a new key pair") from exc
+    creds = Credentials(
+        access_key="SQ" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(18)),
+        secret_key=secrets.token_urlsafe(30),
+        generated=True,
+    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"access_key": creds.access_key, "secret_key": creds.secret_key}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return creds

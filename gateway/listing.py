@@ -1,0 +1,99 @@
+"""S3 listing, written once for every backend: delimiter grouping and pagination.
+
+Backends yield objects in key order; this module turns that stream into pages of
+objects and common prefixes exactly as ListObjects / ListObjectsV2 define them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from backends.base import ObjectInfo, UploadInfo
+
+# Sorts after every key that starts with a given prefix (keys are valid UTF-8).
+_AFTER_ALL = "\U0010ffff"
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    objects: list[ObjectInfo] = field(default_factory=list)
+    common_prefixes: list[str] = field(default_factory=list)
+    is_truncated: bool = False
+    next_marker: str | None = None  # last key or common prefix returned, when truncated
+
+
+@dataclass(frozen=True, slots=True)
+class UploadPage:
+    uploads: list[UploadInfo] = field(default_factory=list)
+    common_prefixes: list[str] = field(default_factory=list)
+    is_truncated: bool = False
+    next_key_marker: str | None = None
+    next_upload_id_marker: str | None = None
+
+
+def _prefix_of(key: str, prefix: str, delimiter: str) -> str | None:
+    if not delimiter:
+        return None
+    at = key.find(delimiter, len(prefix))
+    return key[: at + len(delimiter)] if at >= 0 else None
+
+
+async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, prefix: str,
+                    delimiter: str, max_keys: int, after: str) -> ListPage:
+    """One page of keys/prefixes after ``after``; ``iterate(start_after)`` opens a listing."""
+    objects: list[ObjectInfo] = []
+    prefixes: list[str] = []
+    last = ""
+    start = after
+    if max_keys <= 0:
+        return ListPage()
+    # A marker that is a common prefix (returned by an earlier page) skips that prefix.
+    if after.startswith(prefix) and _prefix_of(after, prefix, delimiter) == after:
+        start = after + _AFTER_ALL
+    while True:
+        restarted = False
+        async with aclosing(iterate(start)) as listing:
+            async for info in listing:
+                cp = _prefix_of(info.key, prefix, delimiter)
+                if len(objects) + len(prefixes) >= max_keys:
+                    return ListPage(objects, prefixes, True, last or None)
+                if cp is None:
+                    objects.append(info)
+                    last = info.key
+                    continue
+                prefixes.append(cp)
+                last = cp
+                start = cp + _AFTER_ALL  # skip the whole prefix
+                restarted = True
+                break
+        if not restarted:
+            return ListPage(objects, prefixes, False, None)
+
+
+async def upload_page(uploads: AsyncIterator[UploadInfo], *, prefix: str, delimiter: str,
+                      max_uploads: int, key_marker: str, upload_id_marker: str) -> UploadPage:
+    """One page of ListMultipartUploads (uploads are sorted by key, initiated, id)."""
+    page: list[UploadInfo] = []
+    prefixes: list[str] = []
+    async with aclosing(uploads) as listing:
+        async for up in listing:
+            if key_marker:
+                if up.key < key_marker:
+                    continue
+                if up.key == key_marker and (not upload_id_marker
+                                             or up.upload_id <= upload_id_marker):
+                    continue
+            cp = _prefix_of(up.key, prefix, delimiter)
+            if cp is not None and prefixes and prefixes[-1] == cp:
+                continue
+            if len(page) + len(prefixes) >= max_uploads:
+                last_key = page[-1].key if page else (prefixes[-1] if prefixes else "")
+                last_id = page[-1].upload_id if page else ""
+                return UploadPage(page, prefixes, True, last_key, last_id)
+            if cp is not None:
+                prefixes.append(cp)
+            else:
+                page.append(up)
+    return UploadPage(page, prefixes, False, None, None)

@@ -1,0 +1,25 @@
+"""Prometheus metrics on a per-application registry (no module-level singletons)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+
+class Metrics:
+    """Request metrics; components register their own on :attr:`registry`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter("squall_requests", "S3 requests handled",
+                                 ["operation", "status"], registry=self.registry)
+        self._latency = Histogram("squall_request_seconds", "S3 request latency (to headers)",
+                                  ["operation"], registry=self.registry,
+                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                           0.5, 1, 2.5, 5, 10, 30))
+
+    def observe_request(self, operation: str, status: int, seconds: float) -> None:
+        self._requests.labels(operation, str(status)).inc()
+        self._latency.labels(operation).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

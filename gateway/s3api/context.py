@@ -1,0 +1,73 @@
+"""What a handler gets: the parsed, authenticated S3 request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from starlette.requests import ClientDisconnect, Request
+
+from backends.errors import IncompleteBody
+from gateway.s3api.body import RequestBody, request_body
+from gateway.s3api.errors import InvalidArgument, MalformedXML
+from gateway.s3api.sigv4 import AuthContext
+from gateway.service import ObjectService
+
+MAX_XML_BODY = 2 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class S3Request:
+    request: Request
+    operation: str
+    bucket: str
+    key: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lowercase names; repeated headers joined with ","
+    auth: AuthContext
+    request_id: str
+    service: ObjectService
+
+    @property
+    def resource(self) -> str:
+        return f"/{self.bucket}/{self.key}" if self.key else f"/{self.bucket}"
+
+    def body(self) -> RequestBody:
+        """The verified request body (aws-chunked decoded, checksums checked at the end)."""
+        return request_body(_raw_stream(self.request), self.headers, self.auth)
+
+    async def read_document(self) -> bytes:
+        """A small request document (XML), fully read and verified; bounded in size."""
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in self.body():
+            total += len(chunk)
+            if total > MAX_XML_BODY:
+                raise MalformedXML("The XML document is too large.")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def int_query(self, name: str, default: int, *, low: int = 0,
+                  high: int | None = None) -> int:
+        raw = self.query.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InvalidArgument(f"Provided {name} not an integer or within integer "
+                                  "range") from None
+        if value < low:
+            raise InvalidArgument(f"Argument {name} must be an integer between {low} and "
+                                  f"{high if high is not None else 2**31 - 1}")
+        return value if high is None else min(value, high)
+
+
+async def _raw_stream(request: Request) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in request.stream():
+            if chunk:
+                yield chunk
+    except ClientDisconnect:
+        raise IncompleteBody("The client closed the connection before sending the whole "
+                             "body.") from None

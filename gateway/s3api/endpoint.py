@@ -1,0 +1,120 @@
+"""The S3 endpoint: target parsing, authentication, routing, and the one error mapping."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from backends.errors import StorageError
+from gateway.metrics import Metrics
+from gateway.s3api.context import S3Request
+from gateway.s3api.errors import InvalidArgument, InvalidRequest, s3_error_for
+from gateway.s3api.handlers import buckets, multipart, objects
+from gateway.s3api.responses import error_response
+from gateway.s3api.routing import Level, route
+from gateway.s3api.sigv4 import authenticate
+from gateway.service import ObjectService
+
+log = logging.getLogger("squall.s3")
+access_log = logging.getLogger("squall.access")
+
+Handler = Callable[[S3Request], Awaitable[Response]]
+HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    bucket: str
+    key: str
+
+    @property
+    def level(self) -> Level:
+        if not self.bucket:
+            return Level.SERVICE
+        return Level.OBJECT if self.key else Level.BUCKET
+
+
+def parse_target(raw_path: bytes, host: str, domain: str | None) -> Target:
+    """Bucket and key from a path-style or virtual-hosted-style request."""
+    try:
+        path = urllib.parse.unquote(raw_path.decode("ascii"), errors="strict")
+    except UnicodeError:
+        raise InvalidArgument("The request path is not valid UTF-8.") from None
+    if not path.startswith("/"):
+        raise InvalidRequest("The request path must start with '/'.")
+    host = host.rsplit(":", 1)[0].lower() if host and not host.startswith("[") else host
+    if domain and host.endswith("." + domain):
+        return Target(host[: -len(domain) - 1], path[1:])
+    bucket, _, key = path[1:].partition("/")
+    return Target(bucket, key)
+
+
+class S3Endpoint:
+    """Starlette endpoint serving the whole S3 namespace."""
+
+    def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
+                 domain: str | None, metrics: Metrics) -> None:
+        self._service = service
+        self._secret_for = secret_for
+        self._domain = domain.lower() if domain else None
+        self._metrics = metrics
+
+    async def __call__(self, request: Request) -> Response:
+        started = time.perf_counter()
+        request_id = secrets.token_hex(8).upper()
+        operation = "Unknown"
+        resource = request.url.path
+        scope = request.scope
+        try:
+            headers: dict[str, str] = {}
+            for raw_name, raw_value in scope["headers"]:
+                name = raw_name.decode("latin-1").lower()
+                value = raw_value.decode("latin-1")
+                headers[name] = f"{headers[name]},{value}" if name in headers else value
+            target = parse_target(scope.get("raw_path") or scope["path"].encode(),
+                                  headers.get("host", ""), self._domain)
+            resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
+            query_string = scope["query_string"].decode("latin-1")
+            query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
+            auth = authenticate(method=request.method,
+                                raw_path=(scope.get("raw_path") or b"/").decode("latin-1"),
+                                query=query_string,
+                                headers=[(k, v) for k, v in headers.items()],
+                                secret_for=self._secret_for, now=time.time())
+            operation = route(request.method, target.level, query, headers)
+            req = S3Request(request, operation, target.bucket, target.key, query, headers,
+                            auth, request_id, self._service)
+            response = await HANDLERS[operation](req)
+        except StorageError as exc:
+            response = self._error(exc, request, resource, request_id)
+        except Exception as exc:
+            log.exception("request %s (%s %s) failed", request_id, request.method, resource)
+            response = self._error(exc, request, resource, request_id)
+        response.headers["x-amz-request-id"] = request_id
+        response.headers["x-amz-id-2"] = request_id
+        response.headers["server"] = "Squall"
+        elapsed = time.perf_counter() - started
+        self._metrics.observe_request(operation, response.status_code, elapsed)
+        access_log.info("%s %s %s %s %d %.1fms", request_id, operation, request.method,
+                        resource, response.status_code, elapsed * 1000)
+        return response
+
+    @staticmethod
+    def _error(exc: BaseException, request: Request, resource: str,
+               request_id: str) -> Response:
+        spec, message = s3_error_for(exc)
+        extra = {}
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            extra["retry-after"] = str(retry_after)
+        if spec.status == 405:
+            extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
+        return error_response(spec, message, resource=resource, request_id=request_id,
+                              head=request.method == "HEAD", extra=extra)

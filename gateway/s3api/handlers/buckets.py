@@ -1,0 +1,196 @@
+"""Service- and bucket-level operations: thin translations between HTTP and ObjectService."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import urllib.parse
+from collections.abc import Callable
+
+from starlette.responses import Response
+
+from gateway.listing import ListPage
+from gateway.s3api.context import S3Request
+from gateway.s3api.errors import InvalidArgument, MalformedXML, s3_error_for
+from gateway.s3api.responses import empty_response, xml_response
+from gateway.s3api.xml import el, esc, iso8601, opt, parse, text
+
+OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
+MAX_DELETE_KEYS = 1000
+
+
+def _encoder(req: S3Request) -> Callable[[str], str]:
+    encoding = req.query.get("encoding-type")
+    if encoding is None:
+        return lambda value: value
+    if encoding != "url":
+        raise InvalidArgument("Invalid Encoding Method specified in Request")
+    return lambda value: urllib.parse.quote(value, safe="/")
+
+
+async def list_buckets(req: S3Request) -> Response:
+    buckets = await req.service.list_buckets()
+    items = "".join(f"<Bucket>{el('Name', b.name)}{el('CreationDate', iso8601(b.created))}"
+                    "</Bucket>" for b in buckets)
+    return xml_response("ListAllMyBucketsResult", [OWNER, f"<Buckets>{items}</Buckets>"])
+
+
+async def create_bucket(req: S3Request) -> Response:
+    document = await req.read_document()
+    if document.strip():
+        parse(document, "CreateBucketConfiguration")  # validates; any region is served here
+    await req.service.create_bucket(req.bucket)
+    return empty_response(200, {"location": f"/{req.bucket}"})
+
+
+async def head_bucket(req: S3Request) -> Response:
+    await req.service.head_bucket(req.bucket)
+    return empty_response(200, {"x-amz-bucket-region": req.auth.region})
+
+
+async def delete_bucket(req: S3Request) -> Response:
+    await req.service.delete_bucket(req.bucket)
+    return empty_response(204)
+
+
+async def get_bucket_location(req: S3Request) -> Response:
+    await req.service.head_bucket(req.bucket)
+    region = "" if req.auth.region == "us-east-1" else req.auth.region
+    return xml_response("LocationConstraint", [esc(region)])
+
+
+async def get_bucket_versioning(req: S3Request) -> Response:
+    await req.service.head_bucket(req.bucket)
+    return xml_response("VersioningConfiguration", [])
+
+
+def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool) -> str:
+    owner = OWNER if fetch_owner else ""
+    return "".join(
+        f"<Contents>{el('Key', enc(o.key))}{el('LastModified', iso8601(o.last_modified))}"
+        f"{el('ETag', chr(34) + o.etag + chr(34))}{el('Size', o.size)}{owner}"
+        f"<StorageClass>STANDARD</StorageClass></Contents>" for o in page.objects)
+
+
+def _prefixes(page: ListPage, enc: Callable[[str], str]) -> str:
+    return "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"
+                   for p in page.common_prefixes)
+
+
+async def list_objects(req: S3Request) -> Response:
+    enc = _encoder(req)
+    prefix = req.query.get("prefix", "")
+    delimiter = req.query.get("delimiter", "")
+    marker = req.query.get("marker", "")
+    max_keys = req.int_query("max-keys", 1000, high=1000)
+    page = await req.service.list_objects(req.bucket, prefix=prefix, delimiter=delimiter,
+                                          max_keys=max_keys, after=marker)
+    next_marker = page.next_marker if page.is_truncated and delimiter else None
+    parts = [el("Name", req.bucket), el("Prefix", enc(prefix)), el("Marker", enc(marker)),
+             el("MaxKeys", max_keys), opt("Delimiter", enc(delimiter) if delimiter else None),
+             el("IsTruncated", str(page.is_truncated).lower()),
+             opt("NextMarker", enc(next_marker) if next_marker else None),
+             opt("EncodingType", req.query.get("encoding-type")),
+             _contents(page, enc, True), _prefixes(page, enc)]
+    return xml_response("ListBucketResult", parts)
+
+
+def _decode_token(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode() + b"==").decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidArgument("The continuation token provided is incorrect") from None
+
+
+async def list_objects_v2(req: S3Request) -> Response:
+    enc = _encoder(req)
+    prefix = req.query.get("prefix", "")
+    delimiter = req.query.get("delimiter", "")
+    start_after = req.query.get("start-after", "")
+    token = req.query.get("continuation-token")
+    max_keys = req.int_query("max-keys", 1000, high=1000)
+    after = _decode_token(token) if token is not None else start_after
+    if token is not None and not token:
+        raise InvalidArgument("The continuation token provided is incorrect")
+    after = max(after, start_after)
+    page = await req.service.list_objects(req.bucket, prefix=prefix, delimiter=delimiter,
+                                          max_keys=max_keys, after=after)
+    next_token = (base64.urlsafe_b64encode(page.next_marker.encode()).decode().rstrip("=")
+                  if page.is_truncated and page.next_marker else None)
+    parts = [el("Name", req.bucket), el("Prefix", enc(prefix)),
+             opt("Delimiter", enc(delimiter) if delimiter else None),
+             el("MaxKeys", max_keys),
+             el("KeyCount", len(page.objects) + len(page.common_prefixes)),
+             el("IsTruncated", str(page.is_truncated).lower()),
+             opt("ContinuationToken", token), opt("NextContinuationToken", next_token),
+             opt("StartAfter", enc(start_after) if start_after else None),
+             opt("EncodingType", req.query.get("encoding-type")),
+             _contents(page, enc, req.query.get("fetch-owner") == "true"),
+             _prefixes(page, enc)]
+    return xml_response("ListBucketResult", parts)
+
+
+async def list_multipart_uploads(req: S3Request) -> Response:
+    enc = _encoder(req)
+    prefix = req.query.get("prefix", "")
+    delimiter = req.query.get("delimiter", "")
+    key_marker = req.query.get("key-marker", "")
+    id_marker = req.query.get("upload-id-marker", "") if key_marker else ""
+    max_uploads = req.int_query("max-uploads", 1000, high=1000)
+    page = await req.service.list_multipart_uploads(
+        req.bucket, prefix=prefix, delimiter=delimiter, max_uploads=max_uploads,
+        key_marker=key_marker, upload_id_marker=id_marker)
+    uploads = "".join(
+        f"<Upload>{el('Key', enc(u.key))}{el('UploadId', u.upload_id)}"
+        f"<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>{OWNER}"
+        f"<StorageClass>STANDARD</StorageClass>{el('Initiated', iso8601(u.initiated))}"
+        "</Upload>" for u in page.uploads)
+    prefixes = "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"
+                       for p in page.common_prefixes)
+    parts = [el("Bucket", req.bucket), el("KeyMarker", enc(key_marker)),
+             el("UploadIdMarker", id_marker),
+             opt("NextKeyMarker", enc(page.next_key_marker) if page.next_key_marker else None),
+             opt("NextUploadIdMarker", page.next_upload_id_marker or None),
+             el("Prefix", enc(prefix)), opt("Delimiter", enc(delimiter) if delimiter else None),
+             el("MaxUploads", max_uploads), el("IsTruncated", str(page.is_truncated).lower()),
+             opt("EncodingType", req.query.get("encoding-type")), uploads, prefixes]
+    return xml_response("ListMultipartUploadsResult", parts)
+
+
+async def delete_objects(req: S3Request) -> Response:
+    if "content-md5" not in req.headers and not any(
+            h.startswith("x-amz-checksum-") or h == "x-amz-sdk-checksum-algorithm"
+            for h in req.headers):
+        raise InvalidArgument("Missing required header for this request: Content-MD5 or "
+                              "x-amz-checksum-*")
+    root = parse(await req.read_document(), "Delete")
+    quiet = (text(root, "Quiet") or "").strip().lower() == "true"
+    objects = root.findall("Object")
+    if len(objects) > MAX_DELETE_KEYS:
+        raise MalformedXML("The request may name at most 1000 keys.")
+    keys = [text(o, "Key", required=True) or "" for o in objects]
+    results = await req.service.delete_objects(req.bucket, keys)
+    out = []
+    for result in results:
+        if result.error is None:
+            if not quiet:
+                out.append(f"<Deleted>{el('Key', result.key)}</Deleted>")
+            continue
+        spec, message = s3_error_for(result.error)
+        out.append(f"<Error>{el('Key', result.key)}{el('Code', spec.code)}"
+                   f"{el('Message', message)}</Error>")
+    return xml_response("DeleteResult", out)
+
+
+HANDLERS = {
+    "ListBuckets": list_buckets,
+    "CreateBucket": create_bucket,
+    "HeadBucket": head_bucket,
+    "DeleteBucket": delete_bucket,
+    "GetBucketLocation": get_bucket_location,
+    "GetBucketVersioning": get_bucket_versioning,
+    "ListObjects": list_objects,
+    "ListObjectsV2": list_objects_v2,
+    "ListMultipartUploads": list_multipart_uploads,
+    "DeleteObjects": delete_objects,
+}

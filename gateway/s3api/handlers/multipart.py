@@ -1,0 +1,108 @@
+"""Multipart upload operations."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from backends.base import CompletedPart
+from backends.multipart import MAX_PART_NUMBER
+from gateway.s3api import headers as h
+from gateway.s3api.context import S3Request
+from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
+from gateway.s3api.handlers.objects import write_headers, write_if_none_match
+from gateway.s3api.responses import empty_response, xml_response
+from gateway.s3api.xml import el, iso8601, opt, parse, text
+
+OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
+
+
+def _upload_id(req: S3Request) -> str:
+    upload_id = req.query.get("uploadId", "")
+    if not upload_id:
+        raise InvalidArgument("This operation needs a non-empty uploadId.")
+    return upload_id
+
+
+def _part_number(req: S3Request) -> int:
+    raw = req.query.get("partNumber", "")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+        raise MalformedPartNumber()
+    return int(raw)
+
+
+async def create_multipart_upload(req: S3Request) -> Response:
+    upload = await req.service.create_multipart_upload(req.bucket, req.key,
+                                                       meta=h.object_meta(req.headers))
+    parts = [el("Bucket", req.bucket), el("Key", req.key), el("UploadId", upload.upload_id)]
+    return xml_response("InitiateMultipartUploadResult", parts)
+
+
+async def upload_part(req: S3Request) -> Response:
+    part = await req.service.upload_part(req.bucket, req.key, _upload_id(req),
+                                         _part_number(req), req.body(),
+                                         content_md5=h.content_md5(req.headers))
+    headers = {"etag": f'"{part.etag}"'}
+    if part.checksum is not None:
+        headers[f"x-amz-checksum-{part.checksum[0].lower()}"] = part.checksum[1]
+    return empty_response(200, headers)
+
+
+async def upload_part_copy(req: S3Request) -> Response:
+    source = h.copy_source(req.headers)
+    part = await req.service.upload_part_copy(source, req.bucket, req.key, _upload_id(req),
+                                              _part_number(req))
+    return xml_response("CopyPartResult", [el("LastModified", iso8601(part.last_modified)),
+                                           el("ETag", f'"{part.etag}"')])
+
+
+async def complete_multipart_upload(req: S3Request) -> Response:
+    root = parse(await req.read_document(), "CompleteMultipartUpload")
+    requested = []
+    for node in root.findall("Part"):
+        number = (text(node, "PartNumber", required=True) or "").strip()
+        etag = (text(node, "ETag", required=True) or "").strip()
+        if not number.isdigit():
+            raise MalformedXML("PartNumber must be an integer.")
+        requested.append(CompletedPart(int(number), etag.strip('"')))
+    if_match = req.headers.get("if-match")
+    info = await req.service.complete_multipart_upload(
+        req.bucket, req.key, _upload_id(req), requested,
+        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
+    parts = [el("Location", f"/{req.bucket}/{req.key}"), el("Bucket", req.bucket),
+             el("Key", req.key), el("ETag", f'"{info.etag}"')]
+    return xml_response("CompleteMultipartUploadResult", parts,
+                        headers={k: v for k, v in write_headers(info).items() if k != "etag"})
+
+
+async def abort_multipart_upload(req: S3Request) -> Response:
+    await req.service.abort_multipart_upload(req.bucket, req.key, _upload_id(req))
+    return empty_response(204)
+
+
+async def list_parts(req: S3Request) -> Response:
+    upload_id = _upload_id(req)
+    max_parts = req.int_query("max-parts", 1000, high=1000)
+    marker = req.int_query("part-number-marker", 0)
+    parts = [p for p in await req.service.list_parts(req.bucket, req.key, upload_id)
+             if p.part_number > marker]
+    page, truncated = parts[:max_parts], len(parts) > max_parts
+    items = "".join(
+        f"<Part>{el('PartNumber', p.part_number)}{el('LastModified', iso8601(p.last_modified))}"
+        f"{el('ETag', chr(34) + p.etag + chr(34))}{el('Size', p.size)}</Part>" for p in page)
+    out = [el("Bucket", req.bucket), el("Key", req.key), el("UploadId", upload_id),
+           el("PartNumberMarker", marker),
+           opt("NextPartNumberMarker", page[-1].part_number if truncated else None),
+           el("MaxParts", max_parts), el("IsTruncated", str(truncated).lower()),
+           "<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>", OWNER,
+           "<StorageClass>STANDARD</StorageClass>", items]
+    return xml_response("ListPartsResult", out)
+
+
+HANDLERS = {
+    "CreateMultipartUpload": create_multipart_upload,
+    "UploadPart": upload_part,
+    "UploadPartCopy": upload_part_copy,
+    "CompleteMultipartUpload": complete_multipart_upload,
+    "AbortMultipartUpload": abort_multipart_upload,
+    "ListParts": list_parts,
+}

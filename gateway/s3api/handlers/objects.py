@@ -1,0 +1,162 @@
+"""Object-level operations: PUT/GET/HEAD/DELETE, copy and tagging."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from backends.base import ObjectInfo
+from gateway.s3api import headers as h
+from gateway.s3api.context import S3Request
+from gateway.s3api.errors import (
+    InvalidArgument,
+    InvalidRequest,
+    InvalidTag,
+    MalformedXML,
+    MissingContentLength,
+)
+from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
+from gateway.s3api.xml import el, iso8601, parse, text
+
+
+def write_headers(info: ObjectInfo) -> dict[str, str]:
+    out = {"etag": f'"{info.etag}"'}
+    if info.meta.checksum is not None:
+        algorithm, value = info.meta.checksum
+        out[f"x-amz-checksum-{algorithm.lower()}"] = value
+    return out
+
+
+def write_if_none_match(req: S3Request) -> str | None:
+    value = req.headers.get("if-none-match")
+    if value is not None and value.strip() != "*":
+        raise InvalidArgument("If-None-Match on a write accepts only '*'.")
+    return value
+
+
+async def put_object(req: S3Request) -> Response:
+    if "content-length" not in req.headers and "x-amz-decoded-content-length" not in \
+            req.headers and "chunked" not in req.headers.get("transfer-encoding", ""):
+        raise MissingContentLength()
+    if_match = req.headers.get("if-match")
+    info = await req.service.put_object(
+        req.bucket, req.key, req.body(), meta=h.object_meta(req.headers),
+        content_md5=h.content_md5(req.headers),
+        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
+    return empty_response(200, write_headers(info))
+
+
+def _read_headers(req: S3Request, info: ObjectInfo) -> dict[str, str]:
+    out = h.object_headers(info, checksum_mode=req.headers.get("x-amz-checksum-mode",
+                                                               "").upper() == "ENABLED")
+    for param, header in h.RESPONSE_OVERRIDES.items():
+        if param in req.query:
+            out[header] = req.query[param]
+    return out
+
+
+def _part_number(req: S3Request) -> None:
+    part = req.query.get("partNumber")
+    if part is None or part == "1":
+        return
+    if not part.isdigit() or not 1 <= int(part) <= 10_000:
+        raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive")
+    raise InvalidRequest("Cannot specify a part number other than 1 for this object.")
+
+
+async def get_object(req: S3Request) -> Response:
+    _part_number(req)
+    byte_range = h.byte_range(req.headers.get("range"))
+    stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
+                                          conditions=h.conditions(req.headers))
+    headers = _read_headers(req, stream.info)
+    status = 200
+    if stream.byte_range is not None and byte_range is not None:
+        r = stream.byte_range
+        headers["content-range"] = f"bytes {r.start}-{r.end}/{stream.info.size}"
+        status = 206
+    return ObjectStreamResponse(stream, status=status, headers=headers)
+
+
+async def head_object(req: S3Request) -> Response:
+    _part_number(req)
+    info = await req.service.head_object(req.bucket, req.key,
+                                         conditions=h.conditions(req.headers))
+    headers = _read_headers(req, info)
+    byte_range = h.byte_range(req.headers.get("range"))
+    status = 200
+    length = info.size
+    if byte_range is not None:
+        r = byte_range.resolve(info.size)
+        headers["content-range"] = f"bytes {r.start}-{r.end}/{info.size}"
+        length = r.length
+        status = 206
+    response = empty_response(status, headers)
+    response.headers["content-length"] = str(length)
+    return response
+
+
+async def delete_object(req: S3Request) -> Response:
+    await req.service.delete_object(req.bucket, req.key)
+    return empty_response(204)
+
+
+async def copy_object(req: S3Request) -> Response:
+    source = h.copy_source(req.headers)
+    if source.byte_range is not None:
+        raise InvalidArgument("x-amz-copy-source-range is only allowed with UploadPartCopy.")
+    directive = req.headers.get("x-amz-metadata-directive", "COPY").upper()
+    tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
+    if directive not in ("COPY", "REPLACE") or tag_directive not in ("COPY", "REPLACE"):
+        raise InvalidArgument("Unknown metadata or tagging directive.")
+    if (source.bucket, source.key) == (req.bucket, req.key) and directive == "COPY":
+        raise InvalidRequest("This copy request is illegal because it is trying to copy an "
+                             "object to itself without changing the object's metadata, "
+                             "storage class, website redirect location or encryption "
+                             "attributes.")
+    meta = h.object_meta(req.headers, with_tags=False) if directive == "REPLACE" else None
+    tags = h.parse_tagging_header(req.headers.get("x-amz-tagging", "")) \
+        if tag_directive == "REPLACE" else None
+    info = await req.service.copy_object(source, req.bucket, req.key, meta=meta, tags=tags)
+    parts = [el("LastModified", iso8601(info.last_modified)), el("ETag", f'"{info.etag}"')]
+    if info.meta.checksum is not None:
+        parts.append(el(f"Checksum{info.meta.checksum[0]}", info.meta.checksum[1]))
+    return xml_response("CopyObjectResult", parts)
+
+
+async def get_object_tagging(req: S3Request) -> Response:
+    info = await req.service.head_object(req.bucket, req.key)
+    tags = "".join(f"<Tag>{el('Key', k)}{el('Value', v)}</Tag>"
+                   for k, v in info.meta.tags.items())
+    return xml_response("Tagging", [f"<TagSet>{tags}</TagSet>"])
+
+
+async def put_object_tagging(req: S3Request) -> Response:
+    root = parse(await req.read_document(), "Tagging")
+    tag_set = root.find("TagSet")
+    if tag_set is None:
+        raise MalformedXML()
+    pairs = [(text(t, "Key", required=True) or "", text(t, "Value", required=True) or "")
+             for t in tag_set.findall("Tag")]
+    tags = dict(pairs)
+    if len(tags) != len(pairs):
+        raise InvalidTag("Cannot provide multiple Tags with the same key")
+    h.check_tags(tags)
+    await req.service.replace_tags(req.bucket, req.key, tags)
+    return empty_response(200)
+
+
+async def delete_object_tagging(req: S3Request) -> Response:
+    await req.service.replace_tags(req.bucket, req.key, {})
+    return empty_response(204)
+
+
+HANDLERS = {
+    "PutObject": put_object,
+    "GetObject": get_object,
+    "HeadObject": head_object,
+    "DeleteObject": delete_object,
+    "CopyObject": copy_object,
+    "GetObjectTagging": get_object_tagging,
+    "PutObjectTagging": put_object_tagging,
+    "DeleteObjectTagging": delete_object_tagging,
+}

@@ -1,0 +1,179 @@
+"""Request headers -> own types, and object info -> response headers."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import email.utils
+import re
+import urllib.parse
+from collections.abc import Mapping
+
+from backends.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
+from backends.errors import InvalidDigest
+from gateway.conditions import Conditions
+from gateway.s3api.errors import (
+    InvalidArgument,
+    InvalidCopySource,
+    InvalidTag,
+    MetadataTooLarge,
+)
+from gateway.service import CopySource
+
+MAX_USER_METADATA = 2048
+MAX_TAGS = 10
+_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_CONTENT_HEADERS = (
+    ("content-encoding", "content_encoding"),
+    ("content-disposition", "content_disposition"),
+    ("content-language", "content_language"),
+    ("cache-control", "cache_control"),
+    ("expires", "expires"),
+)
+RESPONSE_OVERRIDES = {
+    "response-content-type": "content-type",
+    "response-content-language": "content-language",
+    "response-expires": "expires",
+    "response-cache-control": "cache-control",
+    "response-content-disposition": "content-disposition",
+    "response-content-encoding": "content-encoding",
+}
+
+
+def _content_encoding(value: str | None) -> str | None:
+    if value is None:
+        return None
+    kept = [v.strip() for v in value.split(",") if v.strip() and v.strip() != "aws-chunked"]
+    return ", ".join(kept) or None
+
+
+def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> ObjectMeta:
+    """ObjectMeta from PutObject / CreateMultipartUpload / CopyObject(REPLACE) headers."""
+    user = {name[11:]: value for name, value in headers.items()
+            if name.startswith("x-amz-meta-")}
+    if sum(len(k) + len(v) for k, v in user.items()) > MAX_USER_METADATA:
+        raise MetadataTooLarge(f"Your metadata headers exceed the maximum allowed metadata "
+                               f"size of {MAX_USER_METADATA} bytes.")
+    values = {attr: headers.get(name) for name, attr in _CONTENT_HEADERS}
+    values["content_encoding"] = _content_encoding(values["content_encoding"])
+    tags = parse_tagging_header(headers.get("x-amz-tagging")) if with_tags else {}
+    return ObjectMeta(content_type=headers.get("content-type") or DEFAULT_CONTENT_TYPE,
+                      user=user, tags=tags, **values)
+
+
+def check_tags(tags: Mapping[str, str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise InvalidTag("Object tags cannot be greater than 10")
+    for key, value in tags.items():
+        if not key or len(key) > 128:
+            raise InvalidTag("The TagKey you have provided is invalid")
+        if len(value) > 256:
+            raise InvalidTag("The TagValue you have provided is invalid")
+        if key.startswith("aws:"):
+            raise InvalidTag("Your TagKey cannot be prefixed with aws:")
+
+
+def parse_tagging_header(value: str | None) -> dict[str, str]:
+    if not value:
+        return {}
+    pairs = urllib.parse.parse_qsl(value, keep_blank_values=True)
+    tags = dict(pairs)
+    if len(tags) != len(pairs):
+        raise InvalidTag("Cannot provide multiple Tags with the same key")
+    check_tags(tags)
+    return tags
+
+
+def content_md5(headers: Mapping[str, str]) -> bytes | None:
+    value = headers.get("content-md5")
+    if value is None:
+        return None
+    try:
+        digest = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        digest = b""
+    if len(digest) != 16:
+        raise InvalidDigest("The Content-MD5 you specified is not valid.")
+    return digest
+
+
+def byte_range(value: str | None) -> RangeRequest | None:
+    """A single ``bytes=`` range; anything unparsable is ignored, as S3 does."""
+    if not value:
+        return None
+    m = _RANGE_RE.match(value.strip())
+    if not m or (not m.group(1) and not m.group(2)):
+        return None
+    first, last = m.group(1), m.group(2)
+    if not first:
+        return RangeRequest(suffix=int(last))
+    if last and int(last) < int(first):
+        return None
+    return RangeRequest(first=int(first), last=int(last) if last else None)
+
+
+def http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def format_http_date(epoch: float) -> str:
+    return email.utils.formatdate(epoch, usegmt=True)
+
+
+def conditions(headers: Mapping[str, str], prefix: str = "") -> Conditions:
+    return Conditions(
+        if_match=headers.get(f"{prefix}if-match"),
+        if_none_match=headers.get(f"{prefix}if-none-match"),
+        if_modified_since=http_date(headers.get(f"{prefix}if-modified-since")),
+        if_unmodified_since=http_date(headers.get(f"{prefix}if-unmodified-since")),
+    )
+
+
+def copy_source(headers: Mapping[str, str]) -> CopySource:
+    raw = headers["x-amz-copy-source"]
+    path, _, query = raw.partition("?")
+    decoded = urllib.parse.unquote(path).lstrip("/")
+    bucket, _, key = decoded.partition("/")
+    if not bucket or not key:
+        raise InvalidCopySource()
+    if query and "versionId=" in query:
+        version = urllib.parse.parse_qs(query).get("versionId", [""])[0]
+        if version not in ("", "null"):
+            raise InvalidArgument("This bucket does not support object versions.")
+    range_header = headers.get("x-amz-copy-source-range")
+    src_range = None
+    if range_header is not None:
+        src_range = byte_range(range_header)
+        if src_range is None or src_range.suffix is not None or src_range.last is None:
+            raise InvalidArgument("The x-amz-copy-source-range value must be of the form "
+                                  "bytes=first-last where first and last are the zero-based "
+                                  "offsets of the first and last bytes to copy")
+    return CopySource(bucket, key, conditions(headers, "x-amz-copy-source-"), src_range)
+
+
+def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str, str]:
+    """Response headers describing ``info`` (GET and HEAD)."""
+    meta = info.meta
+    out = {
+        "etag": f'"{info.etag}"',
+        "last-modified": format_http_date(info.last_modified),
+        "content-type": meta.content_type,
+        "accept-ranges": "bytes",
+    }
+    for name, attr in _CONTENT_HEADERS:
+        value = getattr(meta, attr)
+        if value is not None:
+            out[name] = value
+    for name, value in meta.user.items():
+        out[f"x-amz-meta-{name}"] = value
+    if meta.tags:
+        out["x-amz-tagging-count"] = str(len(meta.tags))
+    if checksum_mode and meta.checksum is not None:
+        algorithm, value = meta.checksum
+        out[f"x-amz-checksum-{algorithm.lower()}"] = value
+    return out

@@ -1,0 +1,76 @@
+"""S3 routing as a table: method x level x sub-resource -> operation name.
+
+The operation name is reused for metrics, logs and handler lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+
+from gateway.s3api.errors import MethodNotAllowed, NotImplementedOperation
+
+
+class Level(Enum):
+    SERVICE = "service"
+    BUCKET = "bucket"
+    OBJECT = "object"
+
+
+# Sub-resources checked in this order; "" means none of them is present.
+_BUCKET_SUBRESOURCES = ("uploads", "delete", "location", "versioning", "tagging", "versions",
+                        "acl", "policy", "cors", "lifecycle", "encryption", "replication",
+                        "website", "logging", "notification", "ownershipControls",
+                        "publicAccessBlock", "object-lock", "accelerate", "requestPayment",
+                        "analytics", "inventory", "metrics", "intelligent-tiering")
+_OBJECT_SUBRESOURCES = ("uploadId", "uploads", "tagging", "acl", "retention", "legal-hold",
+                        "torrent", "restore", "select", "attributes")
+
+ROUTES: Mapping[tuple[str, Level, str], str] = {
+    ("GET", Level.SERVICE, ""): "ListBuckets",
+    ("PUT", Level.BUCKET, ""): "CreateBucket",
+    ("HEAD", Level.BUCKET, ""): "HeadBucket",
+    ("DELETE", Level.BUCKET, ""): "DeleteBucket",
+    ("GET", Level.BUCKET, ""): "ListObjects",
+    ("GET", Level.BUCKET, "location"): "GetBucketLocation",
+    ("GET", Level.BUCKET, "versioning"): "GetBucketVersioning",
+    ("GET", Level.BUCKET, "uploads"): "ListMultipartUploads",
+    ("POST", Level.BUCKET, "delete"): "DeleteObjects",
+    ("PUT", Level.OBJECT, ""): "PutObject",
+    ("GET", Level.OBJECT, ""): "GetObject",
+    ("HEAD", Level.OBJECT, ""): "HeadObject",
+    ("DELETE", Level.OBJECT, ""): "DeleteObject",
+    ("POST", Level.OBJECT, "uploads"): "CreateMultipartUpload",
+    ("PUT", Level.OBJECT, "uploadId"): "UploadPart",
+    ("POST", Level.OBJECT, "uploadId"): "CompleteMultipartUpload",
+    ("DELETE", Level.OBJECT, "uploadId"): "AbortMultipartUpload",
+    ("GET", Level.OBJECT, "uploadId"): "ListParts",
+    ("GET", Level.OBJECT, "tagging"): "GetObjectTagging",
+    ("PUT", Level.OBJECT, "tagging"): "PutObjectTagging",
+    ("DELETE", Level.OBJECT, "tagging"): "DeleteObjectTagging",
+}
+
+# Operations that are variants of a route, chosen by a header or query value.
+_VARIANTS = {
+    ("ListObjects", "list-type=2"): "ListObjectsV2",
+    ("PutObject", "x-amz-copy-source"): "CopyObject",
+    ("UploadPart", "x-amz-copy-source"): "UploadPartCopy",
+}
+
+
+def route(method: str, level: Level, query: Mapping[str, str],
+          headers: Mapping[str, str]) -> str:
+    """The operation for a request, or MethodNotAllowed / NotImplemented."""
+    names = _BUCKET_SUBRESOURCES if level is Level.BUCKET else _OBJECT_SUBRESOURCES
+    sub = "" if level is Level.SERVICE else next((n for n in names if n in query), "")
+    op = ROUTES.get((method, level, sub))
+    if op is None:
+        if sub and not any(lvl is level and name == sub for _, lvl, name in ROUTES):
+            raise NotImplementedOperation(
+                f"{method} on the {sub or level.value} sub-resource is not implemented.")
+        raise MethodNotAllowed()
+    if op == "ListObjects" and query.get("list-type") == "2":
+        return _VARIANTS[(op, "list-type=2")]
+    if "x-amz-copy-source" in headers and (op, "x-amz-copy-source") in _VARIANTS:
+        return _VARIANTS[(op, "x-amz-copy-source")]
+    return op

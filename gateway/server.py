@@ -1,0 +1,44 @@
+"""Runs the gateway under uvicorn (uvloop + httptools) with a graceful SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+
+from gateway.app import build_app, build_components
+from gateway.credentials import load_or_create
+from gateway.settings import Settings
+
+GRACEFUL_SHUTDOWN_S = 30
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("squall.access").setLevel(
+        logging.INFO if settings.access_log else logging.WARNING)
+
+
+def serve(settings: Settings) -> None:
+    """Start the gateway and block until SIGTERM/SIGINT (in-flight requests finish)."""
+    configure_logging(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    credentials = load_or_create(settings.data_dir, settings.access_key, settings.secret_key)
+    components = build_components(settings, credentials)
+    address = settings.listen_address
+    print(f"Squall S3 gateway on http://{address.host}:{address.port}", flush=True)
+    print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
+    if credentials.generated:
+        print(f"  generated credentials (kept in {settings.data_dir}/credentials.json):\n"
+              f"    access key: {credentials.access_key}\n"
+              f"    secret key: {credentials.secret_key}", flush=True)
+    else:
+        print(f"  access key: {credentials.access_key}", flush=True)
+    config = uvicorn.Config(
+        build_app(components), host=address.host, port=address.port, loop="uvloop",
+        http="httptools", lifespan="on", access_log=False, log_level=settings.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, server_header=False,
+        date_header=True)
+    uvicorn.Server(config).run()

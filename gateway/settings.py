@@ -1,0 +1,123 @@
+"""Typed settings: defaults < config file (TOML) < ``SQUALL_*`` environment < CLI flags."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+DEFAULT_PORT = 9000
+
+
+class ListenAddress(BaseModel):
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> ListenAddress:
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listen address must be HOST:PORT (e.g. 127.0.0.1:9000), "
+                             f"not {text!r}")
+        return cls(host=host.strip("[]"), port=int(port))
+
+
+class BackendSpec(BaseModel):
+    """``KIND:ARGS``, e.g. ``posix:/srv/data``."""
+
+    kind: str
+    args: str
+
+    @classmethod
+    def parse(cls, text: str) -> BackendSpec:
+        kind, sep, args = text.partition(":")
+        if not sep or not kind or not args:
+            raise ValueError(f"backend must be KIND:ARGS (e.g. posix:/srv/squall), not {text!r}")
+        return cls(kind=kind, args=args)
+
+
+class Settings(BaseSettings):
+    """Everything ``squall serve`` needs; every field is also ``SQUALL_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="SQUALL_", extra="forbid")
+
+    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
+    data_dir: Path = Path("squall-data")
+    backend: str | None = None  # default: posix:<data_dir>/objects
+    domain: str | None = None  # virtual-hosted-style: <bucket>.<domain>
+    region: str = "us-east-1"
+    access_key: str | None = None
+    secret_key: str | None = None
+    durability: Literal["fsync", "none"] = "fsync"
+    min_part_size: int = Field(default=5 * 1024 * 1024, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = True
+    cache_size: str = "1GiB"  # 0 disables the cache tier
+    cache_dir: Path | None = None  # default: <data_dir>/cache
+    backend_bandwidth: str | None = None  # e.g. 20MiB/s
+    backend_iops: float | None = None
+    max_dirty_age: float = 300.0
+    utilization_threshold: float = Field(default=0.3, gt=0, le=1)
+    inactivity_delay: float = Field(default=30.0, ge=0)
+    flush_concurrency: int = Field(default=4, ge=1)
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        ListenAddress.parse(value)
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _check_backend(cls, value: str | None) -> str | None:
+        if value is not None:
+            BackendSpec.parse(value)
+        return value
+
+    @property
+    def listen_address(self) -> ListenAddress:
+        return ListenAddress.parse(self.listen)
+
+    @property
+    def backend_spec(self) -> BackendSpec:
+        if self.backend:
+            return BackendSpec.parse(self.backend)
+        return BackendSpec(kind="posix", args=str(self.data_dir / "objects"))
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings merges file, environment and flags itself, in that order.
+        return (init_settings,)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from an optional TOML file, the environment and explicit overrides.
+
+    The file's keys are the field names (``listen = "127.0.0.1:9000"``); ``SQUALL_*``
+    environment variables beat the file; ``overrides`` (CLI flags, ``None`` = unset) beat
+    both. Raises ValueError or pydantic.ValidationError with a readable message.
+    """
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            file_values = tomllib.loads(config_file.read_text())
+        except OSError as exc:
+            raise ValueError(f"cannot read config file {config_file}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"config file {config_file} is not valid TOML: {exc}") from exc
+        unknown = set(file_values) - set(Settings.model_fields)
+        if unknown:
+            raise ValueError(f"unknown key(s) in config file {config_file}: "
+                             f"{', '.join(sorted(unknown))}")
+    from_env = {name: os.environ[f"SQUALL_{name.upper()}"] for name in Settings.model_fields
+                if f"SQUALL_{name.upper()}" in os.environ}
+    explicit = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**{**file_values, **from_env, **explicit})

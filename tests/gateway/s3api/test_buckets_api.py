@@ -1,0 +1,118 @@
+"""Bucket operations, listings and DeleteObjects through boto3."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.gateway.s3api.test_objects_api import code_of
+
+
+def test_bucket_lifecycle(s3) -> None:
+    name = f"life-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    assert name in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.head_bucket(Bucket=name)
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(Bucket=name)
+    assert code_of(exc) == ("BucketAlreadyOwnedByYou", 409)
+    s3.put_object(Bucket=name, Key="k", Body=b"x")
+    with pytest.raises(ClientError) as exc:
+        s3.delete_bucket(Bucket=name)
+    assert code_of(exc) == ("BucketNotEmpty", 409)
+    s3.delete_object(Bucket=name, Key="k")
+    s3.delete_bucket(Bucket=name)
+    with pytest.raises(ClientError) as exc:
+        s3.head_bucket(Bucket=name)
+    assert code_of(exc) == ("404", 404)
+    with pytest.raises(ClientError) as exc:
+        s3.list_objects_v2(Bucket=name)
+    assert code_of(exc) == ("NoSuchBucket", 404)
+
+
+@pytest.mark.parametrize("name", ["ab", "UPPER", "-start", "end-", "a..b", "192.168.1.1",
+                                  "x" * 64, "under_score", "xn--punycode", "bad-s3alias"])
+def test_invalid_bucket_names(s3, name: str) -> None:
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(Bucket=name)
+    assert code_of(exc) == ("InvalidBucketName", 400)
+
+
+def test_create_bucket_with_location_and_get_location(s3) -> None:
+    name = f"loc-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    assert s3.get_bucket_location(Bucket=name)["LocationConstraint"] is None
+
+
+def test_list_v2_delimiter_prefix_pagination(s3, bucket: str) -> None:
+    keys = ["a", "a-b", "a/1", "a/2", "a/sub/3", "a0", "b/x", "c"]
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    full = s3.list_objects_v2(Bucket=bucket)
+    assert [o["Key"] for o in full["Contents"]] == sorted(keys)
+    top = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
+    assert [o["Key"] for o in top["Contents"]] == ["a", "a-b", "a0", "c"]
+    assert [p["Prefix"] for p in top["CommonPrefixes"]] == ["a/", "b/"]
+    sub = s3.list_objects_v2(Bucket=bucket, Prefix="a/", Delimiter="/")
+    assert [o["Key"] for o in sub["Contents"]] == ["a/1", "a/2"]
+    assert [p["Prefix"] for p in sub["CommonPrefixes"]] == ["a/sub/"]
+    seen: list[str] = []
+    token = None
+    while True:
+        kwargs = {"ContinuationToken": token} if token else {}
+        page = s3.list_objects_v2(Bucket=bucket, Delimiter="/", MaxKeys=2, **kwargs)
+        seen += [o["Key"] for o in page.get("Contents", [])]
+        seen += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        assert page["KeyCount"] <= 2
+        if not page["IsTruncated"]:
+            break
+        token = page["NextContinuationToken"]
+    assert seen == ["a", "a-b", "a/", "a0", "b/", "c"]
+    after = s3.list_objects_v2(Bucket=bucket, StartAfter="a0")
+    assert [o["Key"] for o in after["Contents"]] == ["b/x", "c"]
+
+
+def test_list_v1_marker_and_next_marker(s3, bucket: str) -> None:
+    for key in ["k1", "k2", "k3", "p/x", "p/y"]:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    page = s3.list_objects(Bucket=bucket, MaxKeys=2)
+    assert [o["Key"] for o in page["Contents"]] == ["k1", "k2"] and page["IsTruncated"]
+    page = s3.list_objects(Bucket=bucket, Marker="k2")
+    assert [o["Key"] for o in page["Contents"]] == ["k3", "p/x", "p/y"]
+    page = s3.list_objects(Bucket=bucket, Delimiter="/", MaxKeys=3)
+    assert page["IsTruncated"] and page["NextMarker"] == "k3"
+    page = s3.list_objects(Bucket=bucket, Delimiter="/", Marker=page["NextMarker"])
+    assert [p["Prefix"] for p in page["CommonPrefixes"]] == ["p/"]
+
+
+def test_list_url_encoding(s3, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="sp ace+plus&amp", Body=b"x")
+    page = s3.list_objects_v2(Bucket=bucket, EncodingType="url")
+    assert page["Contents"][0]["Key"] == "sp ace+plus&amp"  # botocore decodes it
+
+
+def test_list_bad_arguments(s3, bucket: str) -> None:
+    with pytest.raises(ClientError) as exc:
+        s3.list_objects_v2(Bucket=bucket, ContinuationToken="!!!")
+    assert code_of(exc) == ("InvalidArgument", 400)
+    with pytest.raises(ClientError) as exc:
+        s3.list_objects_v2(Bucket=bucket, MaxKeys=-1)
+    assert code_of(exc) == ("InvalidArgument", 400)
+
+
+def test_delete_objects_verbose_and_quiet(s3, bucket: str) -> None:
+    for key in ["a", "b", "c"]:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "a"}, {"Key": "b"}, {"Key": "missing"}]})
+    assert sorted(d["Key"] for d in res["Deleted"]) == ["a", "b", "missing"]
+    res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "c"}], "Quiet": True})
+    assert "Deleted" not in res and "Errors" not in res
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+
+
+def test_delete_objects_reports_per_key_errors(s3, bucket: str) -> None:
+    res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "k" * 1100}]})
+    assert res["Errors"][0]["Code"] == "KeyTooLongError"
