@@ -22,6 +22,7 @@ from gateway.service import ObjectService
 from gateway.settings import Settings
 
 log = logging.getLogger("squall")
+HTTP_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 
 
 @dataclass
@@ -90,5 +91,5 @@ def build_app(components: Components) -> FastAPI:
         secret_for=lambda key: creds.secret_key if key == creds.access_key else None,
         domain=components.settings.domain, metrics=components.metrics)
     # Every method reaches the endpoint, so unknown ones get an S3 MethodNotAllowed.
-    app.router.routes.append(Route("/{path:path}", endpoint.__call__, methods=None))
+    app.router.routes.append(Route("/{path:path}", endpoint.__call__, methods=HTTP_METHODS))
     return app

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -41,4 +43,18 @@ def serve(settings: Settings) -> None:
         http="httptools", lifespan="on", access_log=False, log_level=settings.log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, server_header=False,
         date_header=True)
-    uvicorn.Server(config).run()
+    _GracefulServer(config).run()
+
+
+class _GracefulServer(uvicorn.Server):
+    """A uvicorn server whose SIGTERM/SIGINT end in a clean exit (status 0).
+
+    uvicorn re-raises a captured signal after its graceful shutdown, which would make
+    every orderly stop look like a crash to supervisors; the shutdown itself is unchanged.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()

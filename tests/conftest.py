@@ -23,6 +23,7 @@ def squall(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]:
 
 
 def make_client(endpoint: str, **config: object):  # type: ignore[no-untyped-def]
+    config.setdefault("signature_version", "s3v4")  # presigned URLs too
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
                         aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
                         config=Config(retries={"max_attempts": 1},

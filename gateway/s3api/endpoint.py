@@ -56,6 +56,10 @@ def parse_target(raw_path: bytes, host: str, domain: str | None) -> Target:
     return Target(bucket, key)
 
 
+def _has_body(headers: dict[str, str]) -> bool:
+    return headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
+
+
 class S3Endpoint:
     """Starlette endpoint serving the whole S3 namespace."""
 
@@ -72,12 +76,11 @@ class S3Endpoint:
         operation = "Unknown"
         resource = request.url.path
         scope = request.scope
+        pairs = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in scope["headers"]]
+        headers: dict[str, str] = {}
+        for name, value in pairs:
+            headers[name] = f"{headers[name]},{value}" if name in headers else value
         try:
-            headers: dict[str, str] = {}
-            for raw_name, raw_value in scope["headers"]:
-                name = raw_name.decode("latin-1").lower()
-                value = raw_value.decode("latin-1")
-                headers[name] = f"{headers[name]},{value}" if name in headers else value
             target = parse_target(scope.get("raw_path") or scope["path"].encode(),
                                   headers.get("host", ""), self._domain)
             resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
@@ -86,7 +89,7 @@ class S3Endpoint:
             auth = authenticate(method=request.method,
                                 raw_path=(scope.get("raw_path") or b"/").decode("latin-1"),
                                 query=query_string,
-                                headers=[(k, v) for k, v in headers.items()],
+                                headers=pairs,
                                 secret_for=self._secret_for, now=time.time())
             operation = route(request.method, target.level, query, headers)
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
@@ -97,6 +100,9 @@ class S3Endpoint:
         except Exception as exc:
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
             response = self._error(exc, request, resource, request_id)
+        if response.status_code >= 300 and _has_body(headers):
+            # The body may not have been read; the connection cannot be reused safely.
+            response.headers["connection"] = "close"
         response.headers["x-amz-request-id"] = request_id
         response.headers["x-amz-id-2"] = request_id
         response.headers["server"] = "Squall"

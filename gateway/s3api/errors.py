@@ -166,7 +166,12 @@ class MalformedPartNumber(ProtocolError):
     """Part number must be an integer between 1 and 10000, inclusive."""
 
 
+class MalformedTrailerError(ProtocolError):
+    """The request contained trailing data that was not well-formed or did not conform to our published schema."""  # noqa: E501
+
+
 _TABLE.update({
+    MalformedTrailerError: S3ErrorSpec("MalformedTrailerError", 400),
     MetadataTooLarge: S3ErrorSpec("MetadataTooLarge", 400),
     InvalidCopySource: S3ErrorSpec("InvalidArgument", 400),
     MalformedPartNumber: S3ErrorSpec("InvalidArgument", 400),

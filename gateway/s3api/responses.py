@@ -23,8 +23,8 @@ def xml_response(root: str, parts: list[str], *, status: int = 200,
 
 def empty_response(status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     response = Response(b"", status_code=status, headers=headers)
-    if status in (204, 304):
-        response.headers.pop("content-length", None)
+    if status in (204, 304) and "content-length" in response.headers:
+        del response.headers["content-length"]
     return response
 
 

@@ -97,7 +97,8 @@ async def list_objects(req: S3Request) -> Response:
 
 def _decode_token(token: str) -> str:
     try:
-        return base64.urlsafe_b64decode(token.encode() + b"==").decode()
+        padded = token.encode() + b"=" * (-len(token) % 4)
+        return base64.b64decode(padded, altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidArgument("The continuation token provided is incorrect") from None
 

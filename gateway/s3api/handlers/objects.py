@@ -45,9 +45,10 @@ async def put_object(req: S3Request) -> Response:
     return empty_response(200, write_headers(info))
 
 
-def _read_headers(req: S3Request, info: ObjectInfo) -> dict[str, str]:
-    out = h.object_headers(info, checksum_mode=req.headers.get("x-amz-checksum-mode",
-                                                               "").upper() == "ENABLED")
+def _read_headers(req: S3Request, info: ObjectInfo, *, ranged: bool) -> dict[str, str]:
+    # A full-object checksum describes no range, so S3 sends none with a 206.
+    checksum_mode = req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED"
+    out = h.object_headers(info, checksum_mode=checksum_mode and not ranged)
     for param, header in h.RESPONSE_OVERRIDES.items():
         if param in req.query:
             out[header] = req.query[param]
@@ -68,7 +69,7 @@ async def get_object(req: S3Request) -> Response:
     byte_range = h.byte_range(req.headers.get("range"))
     stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
                                           conditions=h.conditions(req.headers))
-    headers = _read_headers(req, stream.info)
+    headers = _read_headers(req, stream.info, ranged=byte_range is not None)
     status = 200
     if stream.byte_range is not None and byte_range is not None:
         r = stream.byte_range
@@ -81,8 +82,8 @@ async def head_object(req: S3Request) -> Response:
     _part_number(req)
     info = await req.service.head_object(req.bucket, req.key,
                                          conditions=h.conditions(req.headers))
-    headers = _read_headers(req, info)
     byte_range = h.byte_range(req.headers.get("range"))
+    headers = _read_headers(req, info, ranged=byte_range is not None)
     status = 200
     length = info.size
     if byte_range is not None:

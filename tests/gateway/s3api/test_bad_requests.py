@@ -128,7 +128,7 @@ def test_virtual_hosted_style(tmp_path) -> None:
         s3.create_bucket(Bucket="vhost")
         s3.put_object(Bucket="vhost", Key="k", Body=b"hosted")
         url = f"http://vhost.s3.localhost:{server.port}/k"
-        headers = signed_headers("GET", url)
+        headers = {**signed_headers("GET", url), "host": f"vhost.s3.localhost:{server.port}"}
         response = httpx.get(f"{server.endpoint}/k", headers=headers)
         assert response.content == b"hosted"
     finally:
