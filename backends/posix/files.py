@@ -1,0 +1,120 @@
+"""Small blocking file helpers: atomic small-file writes, directory fsync, data copies."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_MODE = 0o666  # narrowed by the process umask, like any tool's new files
+
+# copy_file_range refusals after which a plain read/write copy is used instead.
+_NO_OFFLOAD = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF,
+               errno.ETXTBSY, errno.EPERM}
+
+
+def temp_name(prefix: str = "tmp") -> str:
+    return f"{prefix}-{secrets.token_hex(10)}"
+
+
+def fsync_dir(path_or_fd: Path | int) -> None:
+    """Make a directory's entries (creates, renames, unlinks) durable."""
+    if isinstance(path_or_fd, int):
+        os.fsync(path_or_fd)
+        return
+    fd = os.open(path_or_fd, O_DIR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def write_atomic(path: Path, data: bytes, *, tmp_dir: Path, durable: bool) -> None:
+    """Write a small file as temp + fsync + rename (+ directory fsync)."""
+    tmp = tmp_dir / temp_name()
+    fd = os.open(tmp, O_CREATE, FILE_MODE)
+    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def read_small(path: Path, limit: int = 1 << 20) -> bytes:
+    """A small file's bytes (records); refuses to follow a symlink."""
+    fd = os.open(path, O_READ)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree of our own hidden area; a missing one is fine."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+
+
+def copy_data(src_fd: int, dst_fd: int, count: int, *, dst_offset: int,
+              chunk_size: int) -> None:
+    """Copy ``count`` bytes from the start of ``src_fd`` to ``dst_offset`` in ``dst_fd``.
+
+    Uses copy_file_range (the kernel or the file system moves the bytes, reflinking where
+    it can); falls back to a chunked pread/pwrite copy where the file system refuses.
+    Raises OSError(EIO) when the source is shorter than ``count``.
+    """
+    src_offset = 0
+    while src_offset < count:
+        try:
+            copied = os.copy_file_range(src_fd, dst_fd, count - src_offset, src_offset,
+                                        dst_offset + src_offset)
+        except OSError as exc:
+            if exc.errno not in _NO_OFFLOAD:
+                raise
+            _copy_chunked(src_fd, dst_fd, src_offset, count, dst_offset, chunk_size)
+            return
+        if copied == 0:
+            raise OSError(errno.EIO, "source shorter than expected")
+        src_offset += copied
+
+
+def _copy_chunked(src_fd: int, dst_fd: int, src_offset: int, count: int, dst_offset: int,
+                  chunk_size: int) -> None:
+    while src_offset < count:
+        data = os.pread(src_fd, min(chunk_size, count - src_offset), src_offset)
+        if not data:
+            raise OSError(errno.EIO, "source shorter than expected")
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(dst_fd, view, dst_offset + src_offset)
+            view = view[written:]
+            src_offset += written

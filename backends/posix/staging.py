@@ -1,0 +1,170 @@
+"""Temp files that become objects or parts by rename, filled off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from backends.blocking import run_blocking
+from backends.posix.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name, write_all
+
+T = TypeVar("T")
+
+
+async def settled(future: asyncio.Future[Any] | None) -> None:
+    """Wait for ``future`` to end without raising its outcome (reported elsewhere)."""
+    if future is None:
+        return
+    await asyncio.wait([future])
+    if not future.cancelled():
+        future.exception()  # mark retrieved
+
+
+class StagedFile:
+    """A temp file in the hidden area, discarded unless it was renamed into place.
+
+    One blocking job at a time runs in the worker pool (write + MD5 of a coalesced
+    chunk, a copy, the final fsync); the next chunk is gathered while the previous one is
+    written, so at most two chunk buffers are held. Callers end every use with
+    ``await staged.discard()`` in a ``finally``: it waits for the job in flight and for a
+    commit task, then closes the file and unlinks it unless ``committed`` was set.
+    """
+
+    def __init__(self, tmp_dir: Path, *, chunk_size: int, durable: bool) -> None:
+        self.path = tmp_dir / temp_name()
+        self.fd = -1
+        self.size = 0
+        self.committed = False
+        self.commit_task: asyncio.Future[Any] | None = None
+        self._chunk_size = chunk_size
+        self._durable = durable
+        self._md5 = hashlib.md5()
+        self._buffer = bytearray()
+        self._inflight: asyncio.Future[Any] | None = None
+        self._discarding: asyncio.Future[None] | None = None
+        self._adopted: list[int] = []
+
+    def adopt(self, fd: int) -> None:
+        """Close ``fd`` (a copy source) in discard, once no job can still be using it."""
+        self._adopted.append(fd)
+
+    @property
+    def md5(self) -> bytes:
+        return self._md5.digest()
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        """Run one blocking job; a cancelled caller leaves it to finish (discard waits)."""
+        if self._inflight is not None:
+            await asyncio.shield(self._inflight)
+        self._inflight = asyncio.ensure_future(run_blocking(fn, *args))
+        return await asyncio.shield(self._inflight)
+
+    async def open(self) -> None:
+        await self._run(self._open)
+
+    def _open(self) -> None:
+        self.fd = os.open(self.path, O_CREATE, FILE_MODE)
+
+    async def consume(self, body: AsyncIterator[bytes]) -> None:
+        """Write the whole body, coalescing small chunks into ``chunk_size`` writes."""
+        async for chunk in body:
+            if not chunk:
+                continue
+            if not self._buffer and len(chunk) >= self._chunk_size:
+                await self._submit(chunk)
+                continue
+            self._buffer += chunk
+            if len(self._buffer) >= self._chunk_size:
+                buffer, self._buffer = self._buffer, bytearray()
+                await self._submit(buffer)
+
+    async def _submit(self, data: bytes | bytearray) -> None:
+        # Wait for the previous write only; this one runs while the next chunk is read.
+        if self._inflight is not None:
+            await asyncio.shield(self._inflight)
+        self._inflight = asyncio.ensure_future(run_blocking(self._write, data))
+
+    def _write(self, data: bytes | bytearray) -> None:
+        self._md5.update(data)
+        write_all(self.fd, data)
+        self.size += len(data)
+
+    async def finish(self) -> os.stat_result:
+        """Write what is buffered, fsync (if durable); the file's stat."""
+        buffer, self._buffer = self._buffer, bytearray()
+        return await self._run(self._finish, buffer)
+
+    def _finish(self, buffer: bytearray) -> os.stat_result:
+        if buffer:
+            self._write(buffer)
+        if self._durable:
+            os.fsync(self.fd)
+        return os.fstat(self.fd)
+
+    async def fill_from_files(self, sources: Sequence[tuple[Path, int]]) -> os.stat_result:
+        """Concatenate files (path, expected size) into this one without Python copies."""
+        return await self._run(self._fill_from_files, list(sources))
+
+    def _fill_from_files(self, sources: list[tuple[Path, int]]) -> os.stat_result:
+        for path, size in sources:
+            src = os.open(path, O_READ)
+            try:
+                copy_data(src, self.fd, size, dst_offset=self.size,
+                          chunk_size=self._chunk_size)
+            finally:
+                os.close(src)
+            self.size += size
+        return self._finish(bytearray())
+
+    async def fill_from_fd(self, src_fd: int, size: int) -> os.stat_result:
+        """Copy ``size`` bytes of an open file into this one."""
+        return await self._run(self._fill_from_fd, src_fd, size)
+
+    def _fill_from_fd(self, src_fd: int, size: int) -> os.stat_result:
+        copy_data(src_fd, self.fd, size, dst_offset=0, chunk_size=self._chunk_size)
+        self.size = size
+        return self._finish(bytearray())
+
+    def release(self) -> None:
+        """Blocking, right after the rename that committed the file: close what is open."""
+        self.committed = True
+        fds, self.fd, self._adopted = [self.fd, *self._adopted], -1, []
+        self._close(fds, unlink=False)
+
+    async def discard(self) -> None:
+        """Close and (unless committed) remove the file; completes even if cancelled."""
+        if (self.fd < 0 and not self._adopted and self.committed
+                and (self._inflight is None or self._inflight.done())):
+            return  # released by the commit: nothing to wait for
+        if self._discarding is None:
+            self._discarding = asyncio.ensure_future(self._discard())
+        await asyncio.shield(self._discarding)
+
+    async def _discard(self) -> None:
+        await settled(self._inflight)
+        await settled(self.commit_task)
+        fd, self.fd = self.fd, -1
+        adopted, self._adopted = self._adopted, []
+        self._buffer = bytearray()
+        await run_blocking(self._close, [fd, *adopted], not self.committed)
+
+    def _close(self, fds: list[int], unlink: bool) -> None:
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+        if unlink:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+async def commit_shielded(staged: StagedFile, work: Awaitable[T]) -> T:
+    """Run ``work`` (the commit of ``staged``) to its end even if the caller is cancelled."""
+    task = asyncio.ensure_future(work)
+    staged.commit_task = task
+    return await asyncio.shield(task)

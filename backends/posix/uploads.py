@@ -1,0 +1,290 @@
+"""Multipart uploads staged in the hidden area, joined with copy_file_range at completion.
+
+``<hidden>/uploads/<bucket>/<upload id>/`` holds ``upload.json`` (key, meta, initiated)
+and, per part, a data file ``part-NNNNN.<random>`` and its record ``part-NNNNN.json``
+(ETag, size, checksum, data file name). A part is replaced by writing the new data file,
+then atomically renaming the new record over the old one, then unlinking the old data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from backends.base import Body, CompletedPart, ObjectInfo, ObjectMeta, PartInfo, UploadInfo
+from backends.blocking import run_blocking
+from backends.errors import BadDigest, InvalidDigest, InvalidPart, NoSuchBucket, NoSuchUpload
+from backends.multipart import MAX_PART_NUMBER, check_completion, multipart_etag
+from backends.posix import buckets
+from backends.posix.files import fsync_dir, read_small, remove_tree, temp_name, write_atomic
+from backends.posix.hidden import HiddenArea
+from backends.posix.layout import check_bucket, encode_key
+from backends.posix.locks import NamedLocks
+from backends.posix.metadata import meta_from_json, meta_to_json
+from backends.posix.objects import ObjectStore
+from backends.posix.oserrors import os_errors
+from backends.posix.staging import StagedFile, commit_shielded
+
+UPLOAD_MAGIC = "squall.upload"
+PART_MAGIC = "squall.part"
+VERSION = 1
+_UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+_PART_RECORD = re.compile(r"part-(\d{5})\.json")
+_PART_DATA = re.compile(r"part-\d{5}\.[0-9a-f]{20}")
+
+
+def _dumps(data: object) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _upload_from(data: Any, bucket: str, upload_id: str) -> UploadInfo | None:
+    try:
+        if (data.get("magic") != UPLOAD_MAGIC or data.get("v") != VERSION
+                or data.get("bucket") != bucket or data.get("upload_id") != upload_id):
+            return None
+        return UploadInfo(bucket, str(data["key"]), upload_id, float(data["initiated"]),
+                          meta_from_json(data.get("meta", {})))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _part_from(data: Any) -> tuple[PartInfo, str] | None:
+    try:
+        if data.get("magic") != PART_MAGIC or data.get("v") != VERSION:
+            return None
+        checksum = data.get("checksum")
+        part = PartInfo(int(data["part_number"]), str(data["etag"]), int(data["size"]),
+                        float(data["last_modified"]),
+                        (str(checksum[0]), str(checksum[1])) if checksum else None)
+        name = str(data["data"])
+        return (part, name) if _PART_DATA.fullmatch(name) else None
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+class UploadStore:
+    """Multipart uploads of the posix backend."""
+
+    def __init__(self, hidden: HiddenArea, objects: ObjectStore, *, durable: bool,
+                 min_part_size: int) -> None:
+        self._hidden = hidden
+        self._objects = objects
+        self._uploads = NamedLocks()  # per upload id: part commits, completion, abort
+        self.bucket_locks = NamedLocks()  # per bucket: upload creation vs bucket deletion
+        self._durable = durable
+        self._min_part_size = min_part_size
+
+    # -- blocking helpers ------------------------------------------------------------
+
+    def _dir(self, bucket: str, upload_id: str) -> Path:
+        return self._hidden.uploads / bucket / upload_id
+
+    def _load(self, bucket: str, key: str, upload_id: str) -> UploadInfo:
+        """The upload, or NoSuchUpload (unknown id, or an id of another bucket or key)."""
+        buckets.head(self._hidden, bucket)
+        if not _UPLOAD_ID.fullmatch(upload_id):
+            raise NoSuchUpload(upload_id)
+        try:
+            data = json.loads(read_small(self._dir(bucket, upload_id) / "upload.json"))
+        except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
+            raise NoSuchUpload(upload_id) from exc
+        upload = _upload_from(data, bucket, upload_id)
+        if upload is None or upload.key != key:
+            raise NoSuchUpload(upload_id)
+        return upload
+
+    def _parts(self, bucket: str, upload_id: str) -> dict[int, tuple[PartInfo, str]]:
+        found: dict[int, tuple[PartInfo, str]] = {}
+        directory = self._dir(bucket, upload_id)
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if _PART_RECORD.fullmatch(e.name)]
+        for name in names:
+            try:
+                parsed = _part_from(json.loads(read_small(directory / name)))
+            except (FileNotFoundError, ValueError):
+                continue
+            if parsed is not None:
+                found[parsed[0].part_number] = parsed
+        return found
+
+    def _create(self, bucket: str, key: str, meta: ObjectMeta) -> UploadInfo:
+        buckets.head(self._hidden, bucket)
+        upload = UploadInfo(bucket, key, secrets.token_urlsafe(18), time.time(), meta)
+        staging = self._hidden.tmp / temp_name("upload")
+        os.mkdir(staging)
+        try:
+            record = {"magic": UPLOAD_MAGIC, "v": VERSION, "bucket": bucket, "key": key,
+                      "upload_id": upload.upload_id, "initiated": upload.initiated,
+                      "meta": meta_to_json(meta)}
+            write_atomic(staging / "upload.json", _dumps(record), tmp_dir=self._hidden.tmp,
+                         durable=self._durable)
+            parent = self._hidden.uploads / bucket
+            if not parent.is_dir():
+                parent.mkdir(exist_ok=True)
+                if self._durable:
+                    fsync_dir(self._hidden.uploads)
+            os.rename(staging, parent / upload.upload_id)
+        except BaseException:
+            remove_tree(staging)
+            raise
+        if self._durable:
+            fsync_dir(parent)
+        return upload
+
+    def _store_part(self, bucket: str, upload_id: str, staged: StagedFile,
+                    part: PartInfo) -> None:
+        directory = self._dir(bucket, upload_id)
+        if not (directory / "upload.json").exists():
+            raise NoSuchUpload(upload_id)
+        record_name = f"part-{part.part_number:05d}.json"
+        try:
+            old = _part_from(json.loads(read_small(directory / record_name)))
+        except (FileNotFoundError, ValueError):
+            old = None
+        data_name = f"part-{part.part_number:05d}.{secrets.token_hex(10)}"
+        try:
+            os.rename(staged.path, directory / data_name)
+        except FileNotFoundError as exc:
+            raise NoSuchUpload(upload_id) from exc
+        staged.release()
+        record = {"magic": PART_MAGIC, "v": VERSION, "part_number": part.part_number,
+                  "etag": part.etag, "size": part.size, "last_modified": part.last_modified,
+                  "checksum": list(part.checksum) if part.checksum else None,
+                  "data": data_name}
+        write_atomic(directory / record_name, _dumps(record), tmp_dir=self._hidden.tmp,
+                     durable=self._durable)
+        if old is not None and old[1] != data_name:
+            try:
+                os.unlink(directory / old[1])
+            except FileNotFoundError:
+                pass
+
+    def _drop(self, bucket: str, upload_id: str) -> None:
+        """Make the upload disappear at once (rename), then delete its files."""
+        graveyard = self._hidden.tmp / temp_name("dropped")
+        try:
+            os.rename(self._dir(bucket, upload_id), graveyard)
+        except FileNotFoundError:
+            return
+        if self._durable:
+            fsync_dir(self._hidden.uploads / bucket)
+        remove_tree(graveyard)
+
+    def _list(self, bucket: str, prefix: str) -> list[UploadInfo]:
+        buckets.head(self._hidden, bucket)
+        found = []
+        try:
+            with os.scandir(self._hidden.uploads / bucket) as entries:
+                ids = [e.name for e in entries if _UPLOAD_ID.fullmatch(e.name)]
+        except FileNotFoundError:
+            return []
+        for upload_id in ids:
+            try:
+                data = json.loads(read_small(self._dir(bucket, upload_id) / "upload.json"))
+            except (FileNotFoundError, NotADirectoryError, ValueError):
+                continue
+            upload = _upload_from(data, bucket, upload_id)
+            if upload is not None and upload.key.startswith(prefix):
+                found.append(upload)
+        return sorted(found, key=lambda u: (u.key.encode(), u.initiated, u.upload_id))
+
+    # -- operations ------------------------------------------------------------------
+
+    async def create(self, bucket: str, key: str, meta: ObjectMeta) -> UploadInfo:
+        check_bucket(bucket)
+        encode_key(key)
+        async with self.bucket_locks.hold(bucket):
+            with os_errors("CreateMultipartUpload", missing=NoSuchBucket(bucket)):
+                return await run_blocking(self._create, bucket, key, meta)
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                          body: Body, content_md5: bytes | None) -> PartInfo:
+        check_bucket(bucket)
+        if not 1 <= part_number <= MAX_PART_NUMBER:
+            raise InvalidPart(f"Part number must be an integer between 1 and "
+                              f"{MAX_PART_NUMBER}.")
+        if content_md5 is not None and len(content_md5) != 16:
+            raise InvalidDigest("Content-MD5 must be 16 bytes.")
+        with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
+            await run_blocking(self._load, bucket, key, upload_id)
+        staged = self._objects.staged()
+        try:
+            with os_errors("UploadPart"):
+                await staged.open()
+                await staged.consume(body)
+                st = await staged.finish()
+            if content_md5 is not None and staged.md5 != content_md5:
+                raise BadDigest()
+            part = PartInfo(part_number, staged.md5.hex(), st.st_size, st.st_mtime,
+                            getattr(body, "checksum", None))
+            return await commit_shielded(staged, self._commit_part(bucket, upload_id,
+                                                                   staged, part))
+        finally:
+            await staged.discard()
+
+    async def _commit_part(self, bucket: str, upload_id: str, staged: StagedFile,
+                           part: PartInfo) -> PartInfo:
+        async with self._uploads.hold(upload_id):
+            with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
+                await run_blocking(self._store_part, bucket, upload_id, staged, part)
+        return part
+
+    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
+        check_bucket(bucket)
+        with os_errors("ListParts", missing=NoSuchUpload(upload_id)):
+            await run_blocking(self._load, bucket, key, upload_id)
+            parts = await run_blocking(self._parts, bucket, upload_id)
+        return [parts[n][0] for n in sorted(parts)]
+
+    async def complete(self, bucket: str, key: str, upload_id: str,
+                       requested: Sequence[CompletedPart], *, if_match: str | None,
+                       if_none_match: str | None) -> ObjectInfo:
+        check_bucket(bucket)
+        path = encode_key(key)
+        async with self._uploads.hold(upload_id):
+            with os_errors("CompleteMultipartUpload", missing=NoSuchUpload(upload_id)):
+                upload = await run_blocking(self._load, bucket, key, upload_id)
+                stored = await run_blocking(self._parts, bucket, upload_id)
+            chosen = check_completion(requested, [p for p, _ in stored.values()],
+                                      min_part_size=self._min_part_size)
+            directory = self._dir(bucket, upload_id)
+            sources = [(directory / stored[p.part_number][1], p.size) for p in chosen]
+            staged = self._objects.staged()
+            try:
+                with os_errors("CompleteMultipartUpload", missing=NoSuchUpload(upload_id)):
+                    await staged.open()
+                    st = await staged.fill_from_files(sources)
+                return await commit_shielded(staged, self._finish(
+                    bucket, upload_id, path, staged, st, multipart_etag(chosen),
+                    upload.meta, if_match, if_none_match))
+            finally:
+                await staged.discard()
+
+    async def _finish(self, bucket: str, upload_id: str, path: Any, staged: StagedFile,
+                      st: os.stat_result, etag: str, meta: ObjectMeta, if_match: str | None,
+                      if_none_match: str | None) -> ObjectInfo:
+        info = await self._objects.commit(bucket, path, staged, st, etag, meta,
+                                          if_match=if_match, if_none_match=if_none_match)
+        with os_errors("CompleteMultipartUpload"):
+            await run_blocking(self._drop, bucket, upload_id)
+        return info
+
+    async def abort(self, bucket: str, key: str, upload_id: str) -> None:
+        check_bucket(bucket)
+        async with self._uploads.hold(upload_id):
+            with os_errors("AbortMultipartUpload", missing=NoSuchUpload(upload_id)):
+                await run_blocking(self._load, bucket, key, upload_id)
+                await run_blocking(self._drop, bucket, upload_id)
+
+    async def iter(self, bucket: str, prefix: str) -> AsyncIterator[UploadInfo]:
+        check_bucket(bucket)
+        with os_errors("ListMultipartUploads", missing=NoSuchBucket(bucket)):
+            uploads = await run_blocking(self._list, bucket, prefix)
+        for upload in uploads:
+            yield upload

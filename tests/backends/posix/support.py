@@ -1,0 +1,40 @@
+"""Helpers shared by the posix backend tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from backends.base import ObjectMeta
+from backends.posix import PosixBackend
+from tests.backends.conformance import body_of, collect, read_all
+
+MIN_PART = 64 * 1024
+
+
+def tree_files(base: Path) -> dict[str, bytes]:
+    """Every regular file under ``base`` (relative path -> bytes), as another tool sees it."""
+    found = {}
+    for dirpath, _, files in os.walk(base):
+        for name in files:
+            path = Path(dirpath) / name
+            if path.is_file() and not path.is_symlink():
+                found[str(path.relative_to(base))] = path.read_bytes()
+    return found
+
+
+async def put(store: PosixBackend, key: str, data: bytes, bucket: str = "bkt",
+              meta: ObjectMeta | None = None) -> object:
+    return await store.put_object(bucket, key, body_of(data), meta=meta or ObjectMeta())
+
+
+async def get(store: PosixBackend, key: str, bucket: str = "bkt") -> bytes:
+    return await read_all(await store.get_object(bucket, key))
+
+
+async def keys(store: PosixBackend, bucket: str = "bkt") -> list[str]:
+    return [info.key for info in await collect(store.iter_objects(bucket))]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
