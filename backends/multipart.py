@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Sequence
 
 from backends.base import CompletedPart, PartInfo
+from backends.checksums import new_hasher
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
 
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -44,3 +46,19 @@ def multipart_etag(parts: Sequence[PartInfo]) -> str:
     """S3's ETag of a multipart object: MD5 of the concatenated part MD5s, ``-N``."""
     digest = hashlib.md5(b"".join(bytes.fromhex(p.etag) for p in parts))
     return f"{digest.hexdigest()}-{len(parts)}"
+
+
+def composite_checksum(parts: Sequence[PartInfo]) -> tuple[str, str] | None:
+    """S3's checksum of a multipart object: the checksum of the parts' raw checksums, ``-N``.
+
+    None unless every part carries a checksum of one and the same algorithm.
+    """
+    algorithms = {p.checksum[0] for p in parts if p.checksum is not None}
+    if len(algorithms) != 1 or any(p.checksum is None for p in parts):
+        return None
+    algorithm = algorithms.pop()
+    hasher = new_hasher(algorithm)
+    for part in parts:
+        assert part.checksum is not None
+        hasher.update(base64.b64decode(part.checksum[1]))
+    return algorithm, f"{hasher.b64digest()}-{len(parts)}"

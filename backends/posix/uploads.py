@@ -14,13 +14,19 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from backends.base import Body, CompletedPart, ObjectInfo, ObjectMeta, PartInfo, UploadInfo
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, InvalidDigest, InvalidPart, NoSuchBucket, NoSuchUpload
-from backends.multipart import MAX_PART_NUMBER, check_completion, multipart_etag
+from backends.multipart import (
+    MAX_PART_NUMBER,
+    check_completion,
+    composite_checksum,
+    multipart_etag,
+)
 from backends.posix import buckets
 from backends.posix.files import fsync_dir, read_small, remove_tree, temp_name, write_atomic
 from backends.posix.hidden import HiddenArea
@@ -262,7 +268,8 @@ class UploadStore:
                     st = await staged.fill_from_files(sources)
                 return await commit_shielded(staged, self._finish(
                     bucket, upload_id, path, staged, st, multipart_etag(chosen),
-                    upload.meta, if_match, if_none_match))
+                    replace(upload.meta, checksum=composite_checksum(chosen)), if_match,
+                    if_none_match))
             finally:
                 await staged.discard()
 

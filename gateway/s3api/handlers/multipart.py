@@ -70,6 +70,8 @@ async def complete_multipart_upload(req: S3Request) -> Response:
         if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
     parts = [el("Location", f"/{req.bucket}/{req.key}"), el("Bucket", req.bucket),
              el("Key", req.key), el("ETag", f'"{info.etag}"')]
+    if info.meta.checksum is not None:
+        parts.append(el(f"Checksum{info.meta.checksum[0]}", info.meta.checksum[1]))
     return xml_response("CompleteMultipartUploadResult", parts,
                         headers={k: v for k, v in write_headers(info).items() if k != "etag"})
 

@@ -9,7 +9,7 @@ import pytest
 from botocore import httpchecksum
 
 from backends.base import CHECKSUM_ALGORITHMS
-from gateway.s3api.checksums import (
+from backends.checksums import (
     DIGEST_SIZES,
     algorithm_from_header_name,
     decode_value,
