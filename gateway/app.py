@@ -11,7 +11,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
 
 from backends.base import Backend
 from backends.registry import BackendOptions, create_backend
@@ -22,7 +23,6 @@ from gateway.service import ObjectService
 from gateway.settings import Settings
 
 log = logging.getLogger("squall")
-HTTP_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 
 
 @dataclass
@@ -56,7 +56,27 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                       service=ObjectService(backend), metrics=Metrics())
 
 
-def build_app(components: Components) -> FastAPI:
+ADMIN_PREFIX = "/_squall/"
+
+
+class S3Dispatcher:
+    """The ASGI entry point: ``/_squall/*`` and lifespan go to the FastAPI admin app,
+    every other HTTP request straight to the S3 endpoint (no per-request framework
+    routing or middleware on the data path)."""
+
+    def __init__(self, admin: FastAPI, endpoint: S3Endpoint) -> None:
+        self.admin = admin
+        self._endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(ADMIN_PREFIX):
+            await self.admin(scope, receive, send)
+            return
+        response = await self._endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def build_app(components: Components) -> S3Dispatcher:
     """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace."""
 
     @contextlib.asynccontextmanager
@@ -90,6 +110,4 @@ def build_app(components: Components) -> FastAPI:
         components.service,
         secret_for=lambda key: creds.secret_key if key == creds.access_key else None,
         domain=components.settings.domain, metrics=components.metrics)
-    # Every method reaches the endpoint, so unknown ones get an S3 MethodNotAllowed.
-    app.router.routes.append(Route("/{path:path}", endpoint.__call__, methods=HTTP_METHODS))
-    return app
+    return S3Dispatcher(app, endpoint)

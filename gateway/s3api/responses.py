@@ -13,6 +13,7 @@ from gateway.s3api.errors import S3ErrorSpec
 from gateway.s3api.xml import document, el
 
 XML_TYPE = "application/xml"
+SMALL_BODY = 256 * 1024
 
 
 def xml_response(root: str, parts: list[str], *, status: int = 200,
@@ -58,6 +59,10 @@ class ObjectStreamResponse(Response):
                         "headers": self.raw_headers})
             if scope["method"] == "HEAD":
                 await send({"type": "http.response.body", "body": b""})
+                return
+            if self.stream.content_length <= SMALL_BODY:
+                # One read: nothing worth watching for a disconnect.
+                await self._send_body(send)
                 return
             sender = asyncio.ensure_future(self._send_body(send))
             watcher = asyncio.ensure_future(_wait_disconnect(receive))

@@ -1,0 +1,182 @@
+"""Index records of the cache tier: entry states, entries, uploads, and their encoding.
+
+Records are frozen; a change replaces the record. Every record is stored in RocksDB as
+versioned JSON (``"v": 1``); see docs/cache.md for the key layout.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
+
+RECORD_VERSION = 1
+
+
+class EntryState(enum.Enum):
+    """CLEAN: the backend holds this version. DIRTY: only the cache does.
+    FLUSHING: a flush of this version is in flight (reverts to DIRTY on restart)."""
+
+    CLEAN = "CLEAN"
+    DIRTY = "DIRTY"
+    FLUSHING = "FLUSHING"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One data file on a cache volume: ``size`` payload bytes with MD5 ``md5``."""
+
+    volume: str  # volume id (from the volume's marker file)
+    file: str  # file name inside the volume's data directory
+    size: int
+    md5: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """The cached state of one key. ``deleted`` marks a tombstone (a delete to flush)."""
+
+    bucket: str
+    key: str
+    state: EntryState
+    seq: int
+    size: int
+    etag: str
+    meta: ObjectMeta
+    segments: tuple[Segment, ...]
+    last_modified: float
+    dirty_since: float | None = None
+    deleted: bool = False
+
+    @property
+    def bk(self) -> tuple[str, str]:
+        return (self.bucket, self.key)
+
+    @property
+    def dirty(self) -> bool:
+        return self.state is not EntryState.CLEAN
+
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(bucket=self.bucket, key=self.key, size=self.size, etag=self.etag,
+                          last_modified=self.last_modified, meta=self.meta)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A multipart part held in the cache."""
+
+    part_number: int
+    etag: str
+    size: int
+    last_modified: float
+    segment: Segment
+    checksum: tuple[str, str] | None = None
+
+    def info(self) -> PartInfo:
+        return PartInfo(part_number=self.part_number, etag=self.etag, size=self.size,
+                        last_modified=self.last_modified, checksum=self.checksum)
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A multipart upload held in the cache (its parts are kept in separate records)."""
+
+    upload_id: str
+    bucket: str
+    key: str
+    initiated: float
+    meta: ObjectMeta = field(default_factory=ObjectMeta)
+
+    def info(self) -> UploadInfo:
+        return UploadInfo(bucket=self.bucket, key=self.key, upload_id=self.upload_id,
+                          initiated=self.initiated, meta=self.meta)
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+def _meta_to(meta: ObjectMeta) -> dict[str, Any]:
+    return {
+        "content_type": meta.content_type, "content_encoding": meta.content_encoding,
+        "content_disposition": meta.content_disposition,
+        "content_language": meta.content_language, "cache_control": meta.cache_control,
+        "expires": meta.expires, "user": dict(meta.user), "tags": dict(meta.tags),
+        "checksum": list(meta.checksum) if meta.checksum else None,
+    }
+
+
+def _meta_from(data: dict[str, Any]) -> ObjectMeta:
+    checksum = data.get("checksum")
+    return ObjectMeta(
+        content_type=data["content_type"], content_encoding=data.get("content_encoding"),
+        content_disposition=data.get("content_disposition"),
+        content_language=data.get("content_language"),
+        cache_control=data.get("cache_control"), expires=data.get("expires"),
+        user=dict(data.get("user") or {}), tags=dict(data.get("tags") or {}),
+        checksum=(checksum[0], checksum[1]) if checksum else None)
+
+
+def _segment_to(seg: Segment) -> list[Any]:
+    return [seg.volume, seg.file, seg.size, seg.md5]
+
+
+def _segment_from(data: list[Any]) -> Segment:
+    return Segment(volume=data[0], file=data[1], size=int(data[2]), md5=data[3])
+
+
+def _dump(payload: dict[str, Any]) -> bytes:
+    payload["v"] = RECORD_VERSION
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def _load(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if data.get("v") != RECORD_VERSION:
+        raise ValueError(f"unsupported cache index record version {data.get('v')!r}")
+    return data
+
+
+def encode_entry(entry: Entry) -> bytes:
+    return _dump({
+        "bucket": entry.bucket, "key": entry.key, "state": entry.state.value,
+        "seq": entry.seq, "size": entry.size, "etag": entry.etag,
+        "meta": _meta_to(entry.meta), "segments": [_segment_to(s) for s in entry.segments],
+        "last_modified": entry.last_modified, "dirty_since": entry.dirty_since,
+        "deleted": entry.deleted})
+
+
+def decode_entry(raw: bytes) -> Entry:
+    d = _load(raw)
+    return Entry(bucket=d["bucket"], key=d["key"], state=EntryState(d["state"]),
+                 seq=int(d["seq"]), size=int(d["size"]), etag=d["etag"],
+                 meta=_meta_from(d["meta"]),
+                 segments=tuple(_segment_from(s) for s in d["segments"]),
+                 last_modified=float(d["last_modified"]), dirty_since=d.get("dirty_since"),
+                 deleted=bool(d.get("deleted", False)))
+
+
+def encode_upload(upload: Upload) -> bytes:
+    return _dump({"upload_id": upload.upload_id, "bucket": upload.bucket, "key": upload.key,
+                  "initiated": upload.initiated, "meta": _meta_to(upload.meta)})
+
+
+def decode_upload(raw: bytes) -> Upload:
+    d = _load(raw)
+    return Upload(upload_id=d["upload_id"], bucket=d["bucket"], key=d["key"],
+                  initiated=float(d["initiated"]), meta=_meta_from(d["meta"]))
+
+
+def encode_part(part: Part) -> bytes:
+    return _dump({"part_number": part.part_number, "etag": part.etag, "size": part.size,
+                  "last_modified": part.last_modified, "segment": _segment_to(part.segment),
+                  "checksum": list(part.checksum) if part.checksum else None})
+
+
+def decode_part(raw: bytes) -> Part:
+    d = _load(raw)
+    checksum = d.get("checksum")
+    return Part(part_number=int(d["part_number"]), etag=d["etag"], size=int(d["size"]),
+                last_modified=float(d["last_modified"]), segment=_segment_from(d["segment"]),
+                checksum=(checksum[0], checksum[1]) if checksum else None)

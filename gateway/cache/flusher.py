@@ -1,0 +1,295 @@
+"""Background flushing of DIRTY records to the inner backend.
+
+Oldest first (sequence order), at most one flush per key at a time (so the newest
+version of a key always reaches the backend last), bounded concurrency decided by the
+:class:`~gateway.cache.policy.WritebackPolicy`, exponential backoff on errors. A record
+becomes CLEAN only when the backend confirmed an ETag equal to the cached one; a flush
+whose record was replaced meanwhile changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+from backends.base import Backend, CompletedPart, MultipartBackend
+from backends.blocking import run_blocking
+from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
+from gateway.cache.entry import Entry, EntryState, Segment
+from gateway.cache.index import Batch
+from gateway.cache.policy import WritebackPolicy
+from gateway.cache.readers import read_slices, slices
+from gateway.cache.store import BK, CacheStore
+
+log = logging.getLogger(__name__)
+
+_PART_PARALLELISM = 2
+_RETRY_BASE_S = 0.05
+
+
+class Flusher:
+    def __init__(self, store: CacheStore, inner: Backend, policy: WritebackPolicy) -> None:
+        self._store = store
+        self._inner = inner
+        self._policy = policy
+        self._settings = store.settings
+        self._tasks: list[asyncio.Task[None]] = []
+        self._inflight: set[BK] = set()
+        self._attempts: dict[BK, int] = {}
+        self._retry_at: dict[BK, float] = {}
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._control(), name="cache-control"))
+        if self._store.flush_uploads:
+            self._tasks.append(asyncio.create_task(self._abort_orphans(),
+                                                   name="cache-orphans"))
+        for i in range(self._settings.flush_concurrency):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"cache-flush-{i}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # -- loops -------------------------------------------------------------------------
+    async def _control(self) -> None:
+        while True:
+            try:
+                if self._policy.tick():
+                    log.info("cache writeback phase: %s", self._policy.phase.value)
+                self._store.changed()
+            except Exception:  # keep the controller alive whatever happens
+                log.exception("cache writeback controller failed")
+            await asyncio.sleep(self._settings.control_interval_s)
+
+    async def _abort_orphans(self) -> None:
+        """Abort backend uploads of flushes interrupted by a crash (retrying until done)."""
+        store = self._store
+        delay = _RETRY_BASE_S
+        while store.flush_uploads:
+            for upload_id, (bucket, key) in list(store.flush_uploads.items()):
+                try:
+                    await self._forget_upload(bucket, key, upload_id, abort=True)
+                except Exception as exc:  # noqa: BLE001 - retried with backoff
+                    log.warning("aborting backend upload %s failed: %r", upload_id, exc)
+            if store.flush_uploads:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._settings.flush_retry_max_s)
+
+    async def _forget_upload(self, bucket: str, key: str, upload_id: str, *,
+                             abort: bool) -> None:
+        if abort:
+            inner = self._inner
+            assert isinstance(inner, MultipartBackend)
+            with contextlib.suppress(NoSuchUpload):
+                await inner.abort_multipart_upload(bucket, key, upload_id)
+        await run_blocking(self._store.index.write,
+                           Batch().delete_flush_upload(upload_id), sync=False)
+        self._store.flush_uploads.pop(upload_id, None)
+
+    async def _worker(self) -> None:
+        while True:
+            event = self._store.event
+            entry = self._pick()
+            if entry is None:
+                await self._store.wait_change(self._settings.control_interval_s, event)
+                continue
+            await self._flush(entry)
+
+    def _pick(self) -> Entry | None:
+        if len(self._inflight) >= self._policy.allowed_flushes():
+            return None
+        now = time.monotonic()
+
+        def ready(entry: Entry) -> bool:
+            return entry.bk not in self._inflight and self._retry_at.get(entry.bk, 0) <= now
+
+        store = self._store
+        for bk in list(store.urgent):
+            current = store.get(*bk)
+            if current is None or not current.dirty:
+                store.urgent.discard(bk)
+            elif current.state is EntryState.DIRTY and ready(current):
+                taken = store.take_specific(current)
+                if taken is not None:
+                    self._inflight.add(bk)
+                    return taken
+        entry = store.take_dirty(ready)
+        if entry is not None:
+            self._inflight.add(entry.bk)
+        return entry
+
+    # -- one flush ---------------------------------------------------------------------
+    async def _flush(self, entry: Entry) -> None:
+        ok = False
+        try:
+            if entry.deleted:
+                await self._inner.delete_object(entry.bucket, entry.key)
+            else:
+                await self._upload(entry)
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
+            self._store.stats.flush_errors_total += 1
+            attempts = self._attempts.get(entry.bk, 0) + 1
+            self._attempts[entry.bk] = attempts
+            delay = min(self._settings.flush_retry_max_s, _RETRY_BASE_S * 2 ** (attempts - 1))
+            self._retry_at[entry.bk] = time.monotonic() + delay
+            log.warning("flushing %s/%s failed (attempt %d, retry in %.2fs): %r",
+                        entry.bucket, entry.key, attempts, delay, exc)
+        finally:
+            await asyncio.shield(self._finish(entry, ok))
+
+    async def _finish(self, entry: Entry, ok: bool) -> None:
+        store, bk = self._store, entry.bk
+        try:
+            async with store.keys.hold(bk):
+                current = store.get(*bk)
+                if current is None or current.seq != entry.seq \
+                        or current.state is not EntryState.FLUSHING:
+                    return  # replaced meanwhile: the newer record flushes on its own
+                if not ok:
+                    store.set_memory(bk, replace(current, state=EntryState.DIRTY))
+                    return
+                store.stats.flushes_total += 1
+                self._attempts.pop(bk, None)
+                self._retry_at.pop(bk, None)
+                if current.deleted:
+                    await store.commit(bk, None, sync=False)
+                else:
+                    await store.commit(bk, replace(current, state=EntryState.CLEAN,
+                                                   dirty_since=None), sync=False)
+        finally:
+            self._inflight.discard(bk)
+            if ok:
+                store.urgent.discard(bk)
+            store.changed()
+
+    def _reader(self, segments: tuple[Segment, ...],
+                hasher: Callable[[bytes], None] | None = None) -> AsyncIterator[bytes]:
+        stats = self._store.stats
+
+        async def body() -> AsyncIterator[bytes]:
+            async for chunk in read_slices(self._store, slices(segments, None),
+                                           self._settings.chunk_size):
+                if hasher is not None:
+                    hasher(chunk)
+                stats.flush_bytes_total += len(chunk)
+                yield chunk
+        return body()
+
+    async def _upload(self, entry: Entry) -> None:
+        store = self._store
+        store.pin(entry.segments)
+        try:
+            if "-" in entry.etag and isinstance(self._inner, MultipartBackend):
+                try:
+                    await self._upload_multipart(entry)
+                    return
+                except (NotImplementedByBackend, EntityTooSmall) as exc:
+                    log.info("multipart flush of %s/%s not possible (%r); single put",
+                             entry.bucket, entry.key, exc)
+            await self._upload_single(entry)
+        finally:
+            await store.unpin(entry.segments)
+
+    async def _upload_single(self, entry: Entry) -> None:
+        md5 = hashlib.md5()
+        single = len(entry.segments) == 1 and "-" not in entry.etag
+        expected = entry.segments[0].md5 if len(entry.segments) == 1 else None
+        body = self._reader(entry.segments, None if single else md5.update)
+        try:
+            info = await self._inner.put_object(
+                entry.bucket, entry.key, body, meta=entry.meta,
+                content_md5=bytes.fromhex(expected) if expected else None)
+        finally:
+            await body.aclose()  # type: ignore[attr-defined]
+        want = expected or md5.hexdigest()
+        if info.etag != want:
+            raise BadDigest(f"backend ETag {info.etag} != cached MD5 {want}")
+
+    async def _upload_multipart(self, entry: Entry) -> None:
+        inner = self._inner
+        assert isinstance(inner, MultipartBackend)
+        upload = await inner.create_multipart_upload(entry.bucket, entry.key, meta=entry.meta)
+        store = self._store
+        try:
+            await run_blocking(store.index.write, Batch().put_flush_upload(
+                upload.upload_id, entry.bucket, entry.key), sync=store.sync)
+        except BaseException:
+            await asyncio.shield(inner.abort_multipart_upload(
+                entry.bucket, entry.key, upload.upload_id))
+            raise
+        store.flush_uploads[upload.upload_id] = entry.bk
+        limit = asyncio.Semaphore(_PART_PARALLELISM)
+
+        async def part(number: int, seg: Segment) -> None:
+            async with limit:
+                body = self._reader((seg,))
+                try:
+                    info = await inner.upload_part(entry.bucket, entry.key, upload.upload_id,
+                                                   number, body,
+                                                   content_md5=bytes.fromhex(seg.md5))
+                finally:
+                    await body.aclose()  # type: ignore[attr-defined]
+                if info.etag != seg.md5:
+                    raise BadDigest(f"backend part ETag {info.etag} != cached {seg.md5}")
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for number, seg in enumerate(entry.segments, start=1):
+                    group.create_task(part(number, seg))
+            info = await inner.complete_multipart_upload(
+                entry.bucket, entry.key, upload.upload_id,
+                [CompletedPart(n, s.md5) for n, s in enumerate(entry.segments, start=1)])
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._forget_upload(entry.bucket, entry.key,
+                                                         upload.upload_id, abort=True))
+            if isinstance(exc, BaseExceptionGroup):
+                raise exc.exceptions[0] from exc
+            raise
+        await asyncio.shield(self._forget_upload(entry.bucket, entry.key, upload.upload_id,
+                                                 abort=False))
+        if info.etag != entry.etag:
+            raise BadDigest(f"backend ETag {info.etag} != cached {entry.etag}")
+
+    # -- waiting -----------------------------------------------------------------------
+    async def wait_flushed(self, bucket: str | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> None:
+        """Return once every record dirty (in ``bucket``) at call time reached the backend
+        (or was replaced by a newer write), calling ``progress(done, total)`` bytes."""
+        store = self._store
+        pending = {e.bk: (e.seq, e.size) for e in store.dirty_entries(bucket)}
+        total = sum(size for _, size in pending.values())
+        done, reported = 0, -1
+        store.drain_requests += 1
+        store.changed()
+        try:
+            while True:
+                for bk, (seq, size) in list(pending.items()):
+                    current = store.get(*bk)
+                    if current is None or current.seq != seq or not current.dirty:
+                        del pending[bk]
+                        done += size
+                if progress is not None and done != reported:
+                    progress(done, total)
+                    reported = done
+                if not pending:
+                    return
+                await store.wait_change(self._settings.control_interval_s)
+        finally:
+            store.drain_requests -= 1

@@ -1,0 +1,180 @@
+"""The cache index in RocksDB (rocksdict): entries, uploads, parts, sequence high-water.
+
+Blocking: every method is meant to run through ``run_blocking``. A durable write is one
+WriteBatch with ``sync=True`` (WAL fsync). RocksDB errors become ServiceUnavailable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from backends.errors import ServiceUnavailable
+from gateway.cache.entry import (
+    Entry,
+    Part,
+    Upload,
+    decode_entry,
+    decode_part,
+    decode_upload,
+    encode_entry,
+    encode_part,
+    encode_upload,
+)
+
+INDEX_FORMAT = "squall-cache-index"
+INDEX_VERSION = 1
+
+_FORMAT_KEY = b"F"
+_SEQ_KEY = b"S"
+_ENTRY = b"o"
+_UPLOAD = b"u"
+_PART = b"p"
+_FLUSH_UPLOAD = b"f"
+
+
+def entry_key(bucket: str, key: str) -> bytes:
+    # Bucket names never contain NUL, so the first NUL separates bucket and key.
+    return _ENTRY + bucket.encode() + b"\0" + key.encode("utf-8", "surrogatepass")
+
+
+def upload_key(upload_id: str) -> bytes:
+    return _UPLOAD + upload_id.encode()
+
+
+def part_key(upload_id: str, part_number: int) -> bytes:
+    return _PART + upload_id.encode() + b"\0" + b"%05d" % part_number
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except ServiceUnavailable:
+        raise
+    except Exception as exc:  # rocksdict raises plain Exception subclasses
+        raise ServiceUnavailable(f"cache index failure: {exc}") from exc
+
+
+@dataclass
+class IndexContents:
+    """Everything the index holds, as loaded on start."""
+
+    entries: list[Entry] = field(default_factory=list)
+    uploads: list[Upload] = field(default_factory=list)
+    parts: dict[str, list[Part]] = field(default_factory=dict)
+    seq: int = 0
+    flush_uploads: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+class Batch:
+    """Index changes applied atomically by :meth:`Index.write`."""
+
+    __slots__ = ("deletes", "puts")
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[bytes, bytes]] = []
+        self.deletes: list[bytes] = []
+
+    def put_entry(self, entry: Entry) -> Batch:
+        self.puts.append((entry_key(entry.bucket, entry.key), encode_entry(entry)))
+        return self
+
+    def delete_entry(self, bucket: str, key: str) -> Batch:
+        self.deletes.append(entry_key(bucket, key))
+        return self
+
+    def put_upload(self, upload: Upload) -> Batch:
+        self.puts.append((upload_key(upload.upload_id), encode_upload(upload)))
+        return self
+
+    def delete_upload(self, upload_id: str, part_numbers: list[int]) -> Batch:
+        self.deletes.append(upload_key(upload_id))
+        self.deletes.extend(part_key(upload_id, n) for n in part_numbers)
+        return self
+
+    def put_part(self, upload_id: str, part: Part) -> Batch:
+        self.puts.append((part_key(upload_id, part.part_number), encode_part(part)))
+        return self
+
+    def put_flush_upload(self, upload_id: str, bucket: str, key: str) -> Batch:
+        """A backend multipart upload the flusher opened (aborted if found on start)."""
+        self.puts.append((_FLUSH_UPLOAD + upload_id.encode(),
+                          json.dumps({"v": 1, "bucket": bucket, "key": key}).encode()))
+        return self
+
+    def delete_flush_upload(self, upload_id: str) -> Batch:
+        self.deletes.append(_FLUSH_UPLOAD + upload_id.encode())
+        return self
+
+    def set_seq(self, seq: int) -> Batch:
+        self.puts.append((_SEQ_KEY, str(seq).encode()))
+        return self
+
+
+class Index:
+    """An open RocksDB index. Not thread-safe for open/close; writes may be concurrent."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        with _translated():
+            self._db = Rdict(str(path), opts)
+            marker = self._db.get(_FORMAT_KEY)
+            if marker is None:
+                wo = WriteOptions()
+                wo.sync = True
+                batch = WriteBatch(raw_mode=True)
+                batch.put(_FORMAT_KEY, json.dumps(
+                    {"format": INDEX_FORMAT, "version": INDEX_VERSION}).encode())
+                self._db.write(batch, wo)
+        if marker is not None:
+            found = json.loads(marker)
+            if found.get("format") != INDEX_FORMAT or found.get("version") != INDEX_VERSION:
+                self._db.close()
+                raise ServiceUnavailable(f"cache index at {path} has unsupported format "
+                                         f"{found!r}; expected version {INDEX_VERSION}")
+        self._sync = WriteOptions()
+        self._sync.sync = True
+        self._nosync = WriteOptions()
+        self._nosync.sync = False
+
+    def load(self) -> IndexContents:
+        out = IndexContents()
+        with _translated():
+            for raw_key, value in self._db.items():
+                tag = raw_key[:1]
+                if tag == _ENTRY:
+                    out.entries.append(decode_entry(value))
+                elif tag == _UPLOAD:
+                    out.uploads.append(decode_upload(value))
+                elif tag == _PART:
+                    upload_id = raw_key[1:].split(b"\0", 1)[0].decode()
+                    out.parts.setdefault(upload_id, []).append(decode_part(value))
+                elif tag == _FLUSH_UPLOAD:
+                    data = json.loads(value)
+                    out.flush_uploads[raw_key[1:].decode()] = (data["bucket"], data["key"])
+                elif tag == _SEQ_KEY:
+                    out.seq = max(out.seq, int(value))
+        out.seq = max([out.seq] + [e.seq for e in out.entries])
+        return out
+
+    def write(self, batch: Batch, *, sync: bool) -> None:
+        """Apply ``batch`` atomically; with ``sync`` the WAL is fsynced before returning."""
+        wb = WriteBatch(raw_mode=True)
+        for k, v in batch.puts:
+            wb.put(k, v)
+        for k in batch.deletes:
+            wb.delete(k)
+        with _translated():
+            self._db.write(wb, self._sync if sync else self._nosync)
+
+    def close(self) -> None:
+        with _translated():
+            self._db.close()

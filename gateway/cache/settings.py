@@ -1,0 +1,92 @@
+"""Typed settings of the cache tier and of the backend throttle (one model per component).
+
+The composition root reads these (pydantic-settings, ``SQUALL_*`` variables, a config
+file or CLI flags) and builds a :class:`~gateway.cache.tier.CacheTier` only when
+:attr:`CacheSettings.enabled` is true: no volumes or zero capacity means "no cache".
+Sizes and rates accept numbers or strings such as ``"1GiB"`` and ``"20MiB/s"``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.cache.units import parse_rate, parse_size
+
+
+class CacheVolumeSettings(BaseModel):
+    """One cache volume: a directory on fast media and the bytes the cache may use there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Path
+    capacity_bytes: int = Field(ge=0)
+
+    @field_validator("capacity_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> int:
+        return parse_size(value)
+
+
+class CacheSettings(BaseModel):
+    """The write-back cache tier (see docs/cache.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    volumes: list[CacheVolumeSettings] = Field(default_factory=list)
+    #: "fsync": acknowledge a write once its data and index entry are on stable storage.
+    #: "none": skip both syncs (faster; a power loss or kernel crash may lose acknowledged
+    #: writes, a process crash does not).
+    durability: Literal["fsync", "none"] = "fsync"
+    #: Dirty data older than this is flushed whatever the phase (a deadline).
+    max_dirty_age_s: float = Field(default=300.0, gt=0)
+    #: UT: phase 2 starts once ingest stays below UT x backend bandwidth ...
+    utilization_threshold: float = Field(default=0.3, gt=0, le=1)
+    #: ... for ID seconds (the inactivity delay).
+    inactivity_delay_s: float = Field(default=30.0, ge=0)
+    flush_concurrency: int = Field(default=4, ge=1, le=256)
+    chunk_size: int = Field(default=1 << 20, ge=4096, le=1 << 28)
+    #: Cap of the exponential backoff between flush retries of one object.
+    flush_retry_max_s: float = Field(default=30.0, gt=0)
+    #: How long a write waits for room in a full cache before SlowDown.
+    backpressure_timeout_s: float = Field(default=10.0, ge=0)
+    #: Period of the writeback controller (ingest measurement, phase changes).
+    control_interval_s: float = Field(default=0.5, gt=0)
+
+    @model_validator(mode="after")
+    def _distinct_paths(self) -> CacheSettings:
+        paths = [v.path.resolve() for v in self.volumes]
+        if len(set(paths)) != len(paths):
+            raise ValueError("cache volumes must be distinct directories")
+        return self
+
+    @property
+    def capacity_bytes(self) -> int:
+        return sum(v.capacity_bytes for v in self.volumes)
+
+    @property
+    def enabled(self) -> bool:
+        """False when there is no cache to build (no volume, or zero capacity)."""
+        return self.capacity_bytes > 0
+
+
+class ThrottleSettings(BaseModel):
+    """Limits on what is sent to or read from a backend; ``None`` means unlimited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bandwidth_bytes_per_s: float | None = None
+    iops: float | None = None
+    #: Bucket depth in seconds of the rate (how large a burst passes unthrottled).
+    burst_s: float = Field(default=0.1, gt=0)
+
+    @field_validator("bandwidth_bytes_per_s", "iops", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float | None:
+        return None if value is None else parse_rate(value)
+
+    @property
+    def enabled(self) -> bool:
+        return self.bandwidth_bytes_per_s is not None or self.iops is not None

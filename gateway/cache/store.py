@@ -1,0 +1,496 @@
+"""The cache's state: index records mirrored in memory, volumes, space, pins, key locks.
+
+Rules that keep memory, RocksDB and the volumes consistent:
+
+* Every index write that touches an object key happens while holding that key's lock
+  (:attr:`CacheStore.keys`), after re-validating the in-memory record under it.
+* In-memory records change only inside ``with self._lock`` blocks that do no I/O (the
+  lock is a ``threading.Lock`` because metrics are scraped from another thread).
+* A data file is unlinked only when no record references it and no reader pins it;
+  until then its bytes stay charged to its volume. Files no record references are
+  swept on start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from backends.blocking import run_blocking
+from backends.errors import ServiceUnavailable, SlowDown
+from gateway.cache.entry import Entry, EntryState, Part, Segment, Upload
+from gateway.cache.index import Batch, Index
+from gateway.cache.keylock import KeyLocks
+from gateway.cache.settings import CacheSettings
+from gateway.cache.volumes import Volume, charge, file_ok, open_volume, sweep, unlink
+
+log = logging.getLogger(__name__)
+
+BK = tuple[str, str]
+FileId = tuple[str, str]  # (volume id, file name)
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> None:
+    """Wait for ``event`` at most ``timeout`` seconds. (``asyncio.timeout`` rather than
+    ``wait_for``, which on 3.11 can swallow a cancellation that races the event.)"""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        pass
+
+
+@dataclass
+class Stats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    flush_bytes_total: int = 0
+    flushes_total: int = 0
+    flush_errors_total: int = 0
+    ingest_bytes_total: int = 0  # bytes accepted from clients (cache or write-around)
+    backend_client_bytes_total: int = 0  # backend traffic caused by clients, not flushes
+    writearound_bytes_total: int = 0
+    slowdowns_total: int = 0
+
+
+class Claim:
+    """Space reserved on one volume for one file being written, in the order of arrival."""
+
+    __slots__ = ("give_up", "order", "reserved", "vol", "waiting")
+
+    def __init__(self, vol: Volume, order: int) -> None:
+        self.vol = vol
+        self.order = order
+        self.reserved = 0
+        self.waiting = False
+        self.give_up = False
+
+
+class Fill:
+    """A read-through copy in progress; any mutation of its key makes it stale."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self) -> None:
+        self.stale = False
+
+
+class CacheStore:
+    def __init__(self, settings: CacheSettings, index_path: Path) -> None:
+        self.settings = settings
+        self.sync = settings.durability == "fsync"
+        self.stats = Stats()
+        self.keys = KeyLocks()
+        self.volumes: dict[str, Volume] = {}
+        self.uploads: dict[str, Upload] = {}
+        self.parts: dict[str, dict[int, Part]] = {}
+        self.dirty_bytes = 0
+        self.dirty_count = 0
+        self.space_waiters = 0
+        self.drain_requests = 0
+        self.urgent: set[BK] = set()
+        #: backend multipart uploads opened by the flusher: upload id -> (bucket, key)
+        self.flush_uploads: dict[str, BK] = {}
+        self._index_path = index_path
+        self._index: Index | None = None
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, Entry]] = {}
+        self._lru: OrderedDict[BK, None] = OrderedDict()
+        self._heap: list[tuple[int, str, str]] = []
+        self._pins: Counter[FileId] = Counter()
+        self._doomed: dict[FileId, int] = {}
+        self._fills: dict[BK, set[Fill]] = {}
+        self._seq = 0
+        self._claims = 0
+        self._event = asyncio.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def open(self) -> None:
+        """Open volumes and index, drop records whose files are gone, sweep orphans."""
+        for vs in self.settings.volumes:
+            vol = await run_blocking(open_volume, vs.path, vs.capacity_bytes)
+            self.volumes[vol.id] = vol
+        self._index = await run_blocking(Index, self._index_path)
+        contents = await run_blocking(self._index.load)
+        self._seq = contents.seq
+        self.flush_uploads = dict(contents.flush_uploads)
+        drop = Batch()
+        for entry in contents.entries:
+            if not await self._files_present(entry.segments):
+                if entry.dirty:
+                    raise ServiceUnavailable(
+                        f"cache data of unflushed object {entry.bucket}/{entry.key} is "
+                        "missing (volume removed or durability='none' after a crash)")
+                drop.delete_entry(entry.bucket, entry.key)
+                continue
+            if entry.state is EntryState.FLUSHING:
+                entry = replace(entry, state=EntryState.DIRTY)
+            self._install(entry)
+        for upload in contents.uploads:
+            parts = contents.parts.pop(upload.upload_id, [])
+            present = [p for p in parts if await self._files_present((p.segment,))]
+            self.uploads[upload.upload_id] = upload
+            self.parts[upload.upload_id] = {p.part_number: p for p in present}
+        for upload_id, parts in contents.parts.items():  # parts of vanished uploads
+            drop.delete_upload(upload_id, [p.part_number for p in parts])
+        if drop.deletes:
+            await run_blocking(self._index.write, drop, sync=self.sync)
+        referenced: dict[str, set[str]] = {v: set() for v in self.volumes}
+        for seg in self._all_segments():
+            referenced[seg.volume].add(seg.file)
+            self.volumes[seg.volume].used += charge(seg.size)
+        for vol in self.volumes.values():
+            removed = await run_blocking(sweep, vol, referenced[vol.id])
+            if removed:
+                log.info("cache volume %s: removed %d orphaned files", vol.path, removed)
+
+    async def _files_present(self, segments: Iterable[Segment]) -> bool:
+        for seg in segments:
+            vol = self.volumes.get(seg.volume)
+            if vol is None or not await run_blocking(file_ok, vol, seg.file, seg.size):
+                return False
+        return True
+
+    def _all_segments(self) -> Iterable[Segment]:
+        for per_bucket in self._entries.values():
+            for entry in per_bucket.values():
+                yield from entry.segments
+        for parts in self.parts.values():
+            for part in parts.values():
+                yield part.segment
+
+    async def close(self) -> None:
+        if self._index is not None:
+            await run_blocking(self._index.close)
+            self._index = None
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            raise ServiceUnavailable("the cache tier is not started")
+        return self._index
+
+    # -- change notification -----------------------------------------------------------
+    @property
+    def event(self) -> asyncio.Event:
+        """An event set at the next state change (take it, re-check, then wait)."""
+        return self._event
+
+    def changed(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait_change(self, timeout: float | None,
+                          event: asyncio.Event | None = None) -> None:
+        """Wait for the next change (or ``event``, taken earlier) at most ``timeout`` s."""
+        await wait_event(event or self._event, timeout)
+
+    # -- records -----------------------------------------------------------------------
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def get(self, bucket: str, key: str) -> Entry | None:
+        return self._entries.get(bucket, {}).get(key)
+
+    def entries_of(self, bucket: str) -> dict[str, Entry]:
+        return self._entries.get(bucket, {})
+
+    def dirty_entries(self, bucket: str | None = None) -> list[Entry]:
+        with self._lock:
+            buckets = [bucket] if bucket is not None else list(self._entries)
+            return [e for b in buckets for e in self._entries.get(b, {}).values() if e.dirty]
+
+    def touch(self, bk: BK) -> None:
+        with self._lock:
+            if bk in self._lru:
+                self._lru.move_to_end(bk)
+
+    def _install(self, entry: Entry) -> Entry | None:
+        return self._replace(entry.bk, entry)
+
+    def _replace(self, bk: BK, new: Entry | None) -> Entry | None:
+        """Swap the record of ``bk`` (caller holds ``self._lock``)."""
+        per_bucket = self._entries.setdefault(bk[0], {})
+        old = per_bucket.pop(bk[1], None)
+        if old is not None and old.dirty:
+            self.dirty_count -= 1
+            self.dirty_bytes -= old.size
+        self._lru.pop(bk, None)
+        if new is not None:
+            per_bucket[bk[1]] = new
+            if new.dirty:
+                self.dirty_count += 1
+                self.dirty_bytes += new.size
+                if new.state is EntryState.DIRTY:
+                    heapq.heappush(self._heap, (new.seq, bk[0], bk[1]))
+            else:
+                self._lru[bk] = None
+        if not per_bucket:
+            del self._entries[bk[0]]
+        return old
+
+    def set_memory(self, bk: BK, new: Entry | None) -> Entry | None:
+        with self._lock:
+            return self._replace(bk, new)
+
+    async def commit(self, bk: BK, new: Entry | None, *, sync: bool,
+                     batch: Batch | None = None) -> Entry | None:
+        """Write ``new`` (None: remove) for ``bk`` to the index, then to memory; discard
+        the previous record's files. The caller holds the key lock of ``bk``."""
+        assert self.keys.locked(bk)
+        batch = batch or Batch()
+        if new is not None:
+            batch.put_entry(new)
+        else:
+            batch.delete_entry(*bk)
+        batch.set_seq(self._seq)
+        await run_blocking(self.index.write, batch, sync=sync)
+        old = self.set_memory(bk, new)
+        self.invalidate_fills(bk)
+        if old is not None:
+            keep = set(new.segments) if new is not None else set()
+            await self.discard([s for s in old.segments if s not in keep])
+        self.changed()
+        return old
+
+    async def barrier(self) -> None:
+        """A durable (per settings) index write: earlier unsynced writes become durable."""
+        await run_blocking(self.index.write, Batch().set_seq(self._seq), sync=self.sync)
+
+    def take_dirty(self, ready: Callable[[Entry], bool]) -> Entry | None:
+        """The oldest DIRTY record ``ready`` accepts, switched to FLUSHING (memory only)."""
+        with self._lock:
+            aside: list[tuple[int, str, str]] = []
+            found: Entry | None = None
+            while self._heap:
+                item = heapq.heappop(self._heap)
+                entry = self._entries.get(item[1], {}).get(item[2])
+                if entry is None or entry.seq != item[0] or entry.state is not EntryState.DIRTY:
+                    continue  # stale heap item
+                if ready(entry):
+                    found = replace(entry, state=EntryState.FLUSHING)
+                    self._replace(entry.bk, found)
+                    break
+                aside.append(item)
+            for item in aside:
+                heapq.heappush(self._heap, item)
+            return found
+
+    def take_specific(self, entry: Entry) -> Entry | None:
+        """Switch ``entry`` to FLUSHING if it is still the current DIRTY record."""
+        with self._lock:
+            if self.get(*entry.bk) is not entry or entry.state is not EntryState.DIRTY:
+                return None
+            found = replace(entry, state=EntryState.FLUSHING)
+            self._replace(entry.bk, found)
+            return found
+
+    def oldest_dirty_since(self) -> float | None:
+        with self._lock:
+            stamps = [e.dirty_since for per in self._entries.values() for e in per.values()
+                      if e.dirty and e.dirty_since is not None]
+        return min(stamps) if stamps else None
+
+    # -- read-through fills ------------------------------------------------------------
+    def register_fill(self, bk: BK) -> Fill:
+        fill = Fill()
+        self._fills.setdefault(bk, set()).add(fill)
+        return fill
+
+    def unregister_fill(self, bk: BK, fill: Fill) -> None:
+        fills = self._fills.get(bk)
+        if fills is not None:
+            fills.discard(fill)
+            if not fills:
+                del self._fills[bk]
+
+    def invalidate_fills(self, bk: BK) -> None:
+        for fill in self._fills.get(bk, ()):
+            fill.stale = True
+
+    # -- files and pins ----------------------------------------------------------------
+    def pin(self, segments: Iterable[Segment]) -> None:
+        with self._lock:
+            for seg in segments:
+                self._pins[(seg.volume, seg.file)] += 1
+
+    async def unpin(self, segments: Iterable[Segment]) -> None:
+        free: list[Segment] = []
+        with self._lock:
+            for seg in segments:
+                fid = (seg.volume, seg.file)
+                self._pins[fid] -= 1
+                if self._pins[fid] <= 0:
+                    del self._pins[fid]
+                    if fid in self._doomed:
+                        del self._doomed[fid]
+                        free.append(seg)
+        await self._unlink(free)
+
+    async def discard(self, segments: Iterable[Segment]) -> None:
+        """Delete files no record references any more (deferred while pinned)."""
+        free: list[Segment] = []
+        with self._lock:
+            for seg in segments:
+                fid = (seg.volume, seg.file)
+                if self._pins.get(fid):
+                    self._doomed[fid] = seg.size
+                else:
+                    free.append(seg)
+        await self._unlink(free)
+
+    async def _unlink(self, segments: list[Segment]) -> None:
+        if not segments:
+            return
+
+        def remove() -> None:
+            for seg in segments:
+                unlink(self.volumes[seg.volume], seg.file)
+
+        try:
+            await asyncio.shield(run_blocking(remove))
+        finally:
+            with self._lock:
+                for seg in segments:
+                    self.volumes[seg.volume].used -= charge(seg.size)
+            self.changed()
+
+    # -- space -------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return sum(v.capacity for v in self.volumes.values())
+
+    @property
+    def used(self) -> int:
+        return sum(v.used for v in self.volumes.values())
+
+    @property
+    def max_object(self) -> int:
+        """Largest payload a single data file can hold."""
+        return max((v.capacity - charge(0) for v in self.volumes.values()), default=0)
+
+    def choose_volume(self) -> Volume:
+        """The volume with the most free space."""
+        return max(self.volumes.values(), key=lambda v: v.free)
+
+    def open_claim(self, vol: Volume) -> Claim:
+        """Start reserving space on ``vol`` for one file being written."""
+        self._claims += 1
+        claim = Claim(vol, self._claims)
+        vol.claims.add(claim)
+        return claim
+
+    def _try_reserve(self, claim: Claim, amount: int) -> bool:
+        vol = claim.vol
+        with self._lock:
+            if vol.used + amount <= vol.capacity:
+                vol.used += amount
+                vol.inflight += amount
+                claim.reserved += amount
+                return True
+            return False
+
+    def settle(self, claim: Claim) -> None:
+        """The claimed bytes now belong to a committed file (freed when it is deleted)."""
+        with self._lock:
+            claim.vol.inflight -= claim.reserved
+            claim.reserved = 0
+            claim.vol.claims.discard(claim)
+
+    def drop_claim(self, claim: Claim) -> None:
+        """Give the claimed bytes back (the file was not committed)."""
+        with self._lock:
+            claim.vol.used -= claim.reserved
+            claim.vol.inflight -= claim.reserved
+            claim.reserved = 0
+            claim.vol.claims.discard(claim)
+        self.changed()
+
+    def _break_deadlock(self, vol: Volume) -> None:
+        """If every writer on ``vol`` waits and no committed data there could ever be
+        flushed or evicted to make room, the youngest gives up (it gets SlowDown)."""
+        if vol.used - vol.inflight > 0 or not vol.claims:
+            return
+        if all(c.waiting for c in vol.claims):
+            youngest = max(vol.claims, key=lambda c: c.order)
+            youngest.give_up = True
+
+    async def reserve(self, claim: Claim, amount: int, *, wait: bool,
+                      retry_after: Callable[[], float] | None = None) -> None:
+        """Charge ``amount`` more bytes to ``claim``: evict clean data, then (``wait``)
+        wait up to the backpressure timeout for the flusher to make room, then SlowDown."""
+        vol = claim.vol
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.backpressure_timeout_s
+        while True:
+            if self._try_reserve(claim, amount):
+                return
+            if await self.evict(vol, amount):
+                continue
+            remaining = deadline - loop.time()
+            if not wait or remaining <= 0 or claim.give_up or claim.reserved + amount \
+                    > vol.capacity:
+                hint = retry_after() if retry_after else 1.0
+                raise SlowDown("the cache is full of data not yet written to the backend",
+                               retry_after=max(1, min(60, math.ceil(hint))))
+            self.space_waiters += 1
+            claim.waiting = True
+            try:
+                self._break_deadlock(vol)
+                self.changed()  # wake the flusher (room is needed) and given-up writers
+                event = self._event
+                if claim.give_up:
+                    continue
+                if self._try_reserve(claim, amount):
+                    return
+                await wait_event(event, remaining)
+            finally:
+                claim.waiting = False
+                self.space_waiters -= 1
+
+    async def evict(self, vol: Volume, amount: int) -> bool:
+        """Evict least recently used CLEAN records with files on ``vol`` until ``amount``
+        bytes would fit; False if nothing could be evicted."""
+        victims: list[Entry] = []
+        with self._lock:
+            need = amount - vol.free
+            for bk in list(self._lru):
+                if need <= 0:
+                    break
+                entry = self._entries[bk[0]][bk[1]]
+                local = [s for s in entry.segments if s.volume == vol.id]
+                if not local:
+                    continue  # (files being read are freed when their readers close)
+                if not self.keys.try_acquire(bk):
+                    continue
+                self._replace(bk, None)
+                victims.append(entry)
+                need -= sum(charge(s.size) for s in local)
+        if not victims:
+            return False
+        try:
+            batch = Batch()
+            for entry in victims:
+                batch.delete_entry(entry.bucket, entry.key)
+            await asyncio.shield(run_blocking(self.index.write, batch, sync=False))
+            for entry in victims:
+                self.invalidate_fills(entry.bk)
+            await self.discard([s for e in victims for s in e.segments])
+            self.stats.evictions += len(victims)
+        finally:
+            for entry in victims:
+                self.keys.release(entry.bk)
+        return True
+
+    def now(self) -> float:
+        return time.time()

@@ -1,0 +1,55 @@
+"""Body iterators that honour the close contract even when nobody iterates them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+
+class ClosingBody:
+    """An ``AsyncIterator[bytes]`` over ``source`` that runs ``on_close`` exactly once.
+
+    Unlike an async generator, closing it before the first ``__anext__`` still closes
+    ``source`` and runs ``on_close``; both run shielded from cancellation. ``on_close``
+    gets ``True`` when the source was read to its end.
+    """
+
+    __slots__ = ("_closed", "_exhausted", "_on_close", "_source")
+
+    def __init__(self, source: AsyncIterator[bytes],
+                 on_close: Callable[[bool], Awaitable[None]] | None = None) -> None:
+        self._source = source
+        self._on_close = on_close
+        self._closed = False
+        self._exhausted = False
+
+    def __aiter__(self) -> ClosingBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await self._source.__anext__()
+        except StopAsyncIteration:
+            self._exhausted = True
+            await self.aclose()
+            raise
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.shield(self._cleanup())
+
+    async def _cleanup(self) -> None:
+        try:
+            aclose = getattr(self._source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            if self._on_close is not None:
+                await self._on_close(self._exhausted)

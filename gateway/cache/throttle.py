@@ -1,0 +1,230 @@
+"""Token-bucket throttling of everything sent to or read from a backend.
+
+:class:`ThrottledBackend` wraps any backend (under the cache tier or without it) and
+charges one operation per call and every body byte as it flows, in both directions.
+It also counts what it let through (``bytes_sent``, ``bytes_received``, ``operations``),
+which tests and the writeback controller use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from backends.base import (
+    Backend,
+    BucketInfo,
+    CompletedPart,
+    CopyingBackend,
+    MultipartBackend,
+    ObjectInfo,
+    ObjectMeta,
+    ObjectStream,
+    PartInfo,
+    RangeRequest,
+    UploadInfo,
+)
+from backends.errors import NotImplementedByBackend
+from gateway.cache.settings import ThrottleSettings
+from gateway.cache.streams import ClosingBody
+
+_LIST_PAGE = 1000  # a listing costs one operation per this many entries, as S3 pages
+
+
+class TokenBucket:
+    """A token bucket with debt: ``acquire(n)`` takes ``n`` tokens at once and sleeps
+    until the balance is non-negative again, so requests larger than the bucket pass
+    at the configured rate. Waiters are served first come, first served."""
+
+    def __init__(self, rate: float, capacity: float,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if rate <= 0 or capacity <= 0:
+            raise ValueError("token bucket rate and capacity must be positive")
+        self.rate = rate
+        self.capacity = capacity
+        self.consumed = 0.0
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = capacity
+        self._stamp = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    async def acquire(self, amount: float) -> None:
+        if amount <= 0:
+            return
+        async with self._lock:
+            self._refill()
+            self._tokens -= amount
+            self.consumed += amount
+            if self._tokens < 0:
+                await self._sleep(-self._tokens / self.rate)
+
+
+class ThrottledBackend:
+    """A backend whose traffic is limited by ``settings`` (bytes/s and operations/s)."""
+
+    def __init__(self, inner: Backend, settings: ThrottleSettings) -> None:
+        self._inner = inner
+        self.settings = settings
+        rate = settings.bandwidth_bytes_per_s
+        iops = settings.iops
+        self._bytes = TokenBucket(rate, max(rate * settings.burst_s, 1.0)) if rate else None
+        self._ops = TokenBucket(iops, max(iops * settings.burst_s, 1.0)) if iops else None
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.operations = 0
+
+    @property
+    def bandwidth(self) -> float | None:
+        """The configured byte rate, or None when unlimited."""
+        return self.settings.bandwidth_bytes_per_s
+
+    async def _op(self) -> None:
+        self.operations += 1
+        if self._ops is not None:
+            await self._ops.acquire(1)
+
+    async def _send(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        async for chunk in body:
+            self.bytes_sent += len(chunk)
+            if self._bytes is not None:
+                await self._bytes.acquire(len(chunk))
+            yield chunk
+
+    async def _receive(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        async for chunk in body:
+            if self._bytes is not None:
+                await self._bytes.acquire(len(chunk))
+            self.bytes_received += len(chunk)
+            yield chunk
+
+    def _capable(self, proto: type) -> Backend:
+        if not isinstance(self._inner, proto):
+            raise NotImplementedByBackend(f"the backend does not implement {proto.__name__}")
+        return self._inner
+
+    # -- buckets -------------------------------------------------------------------
+    async def list_buckets(self) -> list[BucketInfo]:
+        await self._op()
+        return await self._inner.list_buckets()
+
+    async def create_bucket(self, bucket: str) -> BucketInfo:
+        await self._op()
+        return await self._inner.create_bucket(bucket)
+
+    async def head_bucket(self, bucket: str) -> BucketInfo:
+        await self._op()
+        return await self._inner.head_bucket(bucket)
+
+    async def delete_bucket(self, bucket: str) -> None:
+        await self._op()
+        await self._inner.delete_bucket(bucket)
+
+    # -- objects -------------------------------------------------------------------
+    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+                         meta: ObjectMeta, content_md5: bytes | None = None,
+                         if_match: str | None = None,
+                         if_none_match: str | None = None) -> ObjectInfo:
+        await self._op()
+        sent = ClosingBody(self._send(body))
+        try:
+            return await self._inner.put_object(
+                bucket, key, sent, meta=meta, content_md5=content_md5, if_match=if_match,
+                if_none_match=if_none_match)
+        finally:
+            await sent.aclose()
+
+    async def get_object(self, bucket: str, key: str, *,
+                         byte_range: RangeRequest | None = None) -> ObjectStream:
+        await self._op()
+        stream = await self._inner.get_object(bucket, key, byte_range=byte_range)
+        received = ClosingBody(self._receive(aiter(stream)), lambda _done: stream.aclose())
+        return ObjectStream(stream.info, received, stream.byte_range)
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        await self._op()
+        return await self._inner.head_object(bucket, key)
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        await self._op()
+        await self._inner.delete_object(bucket, key)
+
+    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
+        await self._op()
+        return await self._inner.replace_metadata(bucket, key, meta)
+
+    async def iter_objects(self, bucket: str, *, prefix: str = "",
+                           start_after: str = "") -> AsyncIterator[ObjectInfo]:
+        await self._op()
+        count = 0
+        async for info in self._inner.iter_objects(bucket, prefix=prefix,
+                                                    start_after=start_after):
+            count += 1
+            if count % _LIST_PAGE == 0:
+                await self._op()
+            yield info
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    # -- multipart -----------------------------------------------------------------
+    async def create_multipart_upload(self, bucket: str, key: str, *,
+                                      meta: ObjectMeta) -> UploadInfo:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        return await inner.create_multipart_upload(bucket, key, meta=meta)  # type: ignore[attr-defined]
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                          body: AsyncIterator[bytes], *,
+                          content_md5: bytes | None = None) -> PartInfo:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        sent = ClosingBody(self._send(body))
+        try:
+            return await inner.upload_part(  # type: ignore[attr-defined]
+                bucket, key, upload_id, part_number, sent, content_md5=content_md5)
+        finally:
+            await sent.aclose()
+
+    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        return await inner.list_parts(bucket, key, upload_id)  # type: ignore[attr-defined]
+
+    async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
+                                        parts: Sequence[CompletedPart], *,
+                                        if_match: str | None = None,
+                                        if_none_match: str | None = None) -> ObjectInfo:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        return await inner.complete_multipart_upload(  # type: ignore[attr-defined]
+            bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
+
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        await inner.abort_multipart_upload(bucket, key, upload_id)  # type: ignore[attr-defined]
+
+    async def iter_multipart_uploads(self, bucket: str, *,
+                                     prefix: str = "") -> AsyncIterator[UploadInfo]:
+        inner = self._capable(MultipartBackend)
+        await self._op()
+        async for upload in inner.iter_multipart_uploads(  # type: ignore[attr-defined]
+                bucket, prefix=prefix):
+            yield upload
+
+    # -- copy ----------------------------------------------------------------------
+    async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
+                          dst_key: str, *, meta: ObjectMeta,
+                          src_etag: str | None = None) -> ObjectInfo:
+        inner = self._capable(CopyingBackend)
+        await self._op()
+        return await inner.copy_object(  # type: ignore[attr-defined]
+            src_bucket, src_key, dst_bucket, dst_key, meta=meta, src_etag=src_etag)

@@ -1,0 +1,468 @@
+"""CacheTier: a bounded, crash-safe write-back cache in front of any backend.
+
+Implements Backend, MultipartBackend and CopyingBackend by explicit delegation to an
+inner backend. Writes are acknowledged once their data file and index record are
+durable; the flusher moves them to the backend later. See docs/cache.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry
+
+from backends.base import (
+    Backend,
+    BucketInfo,
+    CompletedPart,
+    ObjectInfo,
+    ObjectMeta,
+    ObjectStream,
+    PartInfo,
+    RangeRequest,
+    UploadInfo,
+    final_meta,
+)
+from backends.errors import (
+    BucketAlreadyOwnedByYou,
+    BucketNotEmpty,
+    InvalidKey,
+    KeyTooLong,
+    NoSuchKey,
+    PreconditionFailed,
+    ServiceUnavailable,
+    SlowDown,
+)
+from backends.multipart import MIN_PART_SIZE
+from gateway.cache.entry import Entry, EntryState
+from gateway.cache.fill import read_through
+from gateway.cache.flusher import Flusher
+from gateway.cache.listing import merge_sorted
+from gateway.cache.metrics import register_metrics
+from gateway.cache.policy import WritebackPolicy
+from gateway.cache.readers import entry_stream
+from gateway.cache.settings import CacheSettings
+from gateway.cache.spool import overflow_body, spool
+from gateway.cache.store import BK, CacheStore
+from gateway.cache.uploads import CachedUploads
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+KEY_MAX_BYTES = 1024
+
+
+def check_key(key: str) -> None:
+    """S3's key rules, enforced before a write is acknowledged (a key the backend would
+    refuse could otherwise never be flushed): InvalidKey or KeyTooLong."""
+    if not key:
+        raise InvalidKey("The key must not be empty.")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidKey("The key is not valid UTF-8.") from exc
+    if size > KEY_MAX_BYTES:
+        raise KeyTooLong(f"The key is {size} bytes long; the limit is {KEY_MAX_BYTES}.")
+
+
+class CacheTier:
+    """The cache tier over ``inner``.
+
+    ``index_path`` is the RocksDB directory; ``registry`` receives the ``squall_cache_*``
+    metrics; ``backend_bandwidth`` (bytes/s, e.g. the throttle rate) is B of the
+    writeback controller, measured from flushes when None. ``start()`` opens volumes and
+    index and starts the flusher; ``aclose()`` stops everything and closes ``inner``.
+    """
+
+    def __init__(self, inner: Backend, settings: CacheSettings, *, index_path: Path,
+                 registry: CollectorRegistry | None = None,
+                 backend_bandwidth: float | None = None,
+                 min_part_size: int = MIN_PART_SIZE) -> None:
+        if not settings.enabled:
+            raise ValueError("CacheTier needs at least one cache volume with capacity > 0")
+        self._inner = inner
+        self._settings = settings
+        self._store = CacheStore(settings, index_path)
+        self._bandwidth = backend_bandwidth
+        self._registry = registry
+        self._policy: WritebackPolicy | None = None
+        self._flusher: Flusher | None = None
+        self._uploads = CachedUploads(self, inner, self._store, min_part_size)
+        self._buckets: set[str] = set()
+        self._commits: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._store.open()
+        self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth)
+        self._flusher = Flusher(self._store, self._inner, self._policy)
+        if self._registry is not None:
+            register_metrics(self._registry, self.status)
+        self._flusher.start()
+
+    async def aclose(self) -> None:
+        if self._flusher is not None:
+            await self._flusher.stop()
+        if self._commits:
+            await asyncio.gather(*self._commits, return_exceptions=True)
+        await self._store.close()
+        await self._inner.aclose()
+
+    @property
+    def policy(self) -> WritebackPolicy:
+        if self._policy is None:
+            raise ServiceUnavailable("the cache tier is not started")
+        return self._policy
+
+    @property
+    def store(self) -> CacheStore:
+        return self._store
+
+    async def wait_flushed(self, bucket: str | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> None:
+        """Return once everything dirty (in ``bucket``) now is on the backend."""
+        if self._flusher is None:
+            raise ServiceUnavailable("the cache tier is not started")
+        await self._flusher.wait_flushed(bucket, progress)
+
+    def status(self) -> dict[str, Any]:
+        store, stats = self._store, self._store.stats
+        oldest = store.oldest_dirty_since()
+        policy = self._policy
+        return {
+            "dirty_bytes": store.dirty_bytes,
+            "dirty_objects": store.dirty_count,
+            "cache_used_bytes": store.used,
+            "cache_capacity_bytes": store.capacity,
+            "oldest_dirty_age_s": max(0.0, store.now() - oldest) if oldest else 0.0,
+            "flush_phase": policy.phase.value if policy else "idle",
+            "flush_bytes_total": stats.flush_bytes_total,
+            "flushes_total": stats.flushes_total,
+            "flush_errors_total": stats.flush_errors_total,
+            "flush_inflight": self._flusher.inflight if self._flusher else 0,
+            "ingest_bytes_total": stats.ingest_bytes_total,
+            "writearound_bytes_total": stats.writearound_bytes_total,
+            "ingest_rate_bytes_per_s": policy.ingest_rate if policy else 0.0,
+            "backend_bandwidth_bytes_per_s": policy.bandwidth if policy else None,
+            "hits": stats.hits,
+            "misses": stats.misses,
+            "evictions": stats.evictions,
+            "slowdowns": stats.slowdowns_total,
+            "uploads": len(store.uploads),
+        }
+
+    # -- helpers -----------------------------------------------------------------------
+    async def shielded(self, work: Awaitable[T]) -> T:
+        """Run a commit to completion even if the caller is cancelled meanwhile."""
+        task = asyncio.ensure_future(work)
+        self._commits.add(task)
+        task.add_done_callback(self._commits.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(task)
+
+    async def check_bucket(self, bucket: str) -> None:
+        if bucket not in self._buckets:
+            await self._inner.head_bucket(bucket)
+            self._buckets.add(bucket)
+
+    def count_ingest(self, n: int) -> None:
+        self._store.stats.ingest_bytes_total += n
+
+    def retry_after(self) -> float:
+        bandwidth = self._policy.bandwidth if self._policy else None
+        return self._store.dirty_bytes / bandwidth if bandwidth else 1.0
+
+    async def check_preconditions(self, bk: BK, if_match: str | None,
+                                  if_none_match: str | None) -> None:
+        """Conditions against the newest state of ``bk`` (caller holds its key lock)."""
+        if if_match is None and if_none_match is None:
+            return
+        entry = self._store.get(*bk)
+        etag: str | None
+        if entry is not None:
+            etag = None if entry.deleted else entry.etag
+        else:
+            try:
+                etag = (await self._inner.head_object(*bk)).etag
+            except NoSuchKey:
+                etag = None
+        if if_none_match is not None and etag is not None and (
+                if_none_match.strip() == "*" or if_none_match.strip('"') == etag):
+            raise PreconditionFailed()
+        if if_match is not None:
+            if etag is None:
+                raise NoSuchKey(*bk)
+            if if_match.strip() != "*" and if_match.strip('"') != etag:
+                raise PreconditionFailed()
+
+    async def acquire_clean(self, bk: BK) -> None:
+        """Take the key lock of ``bk`` once it has no unflushed record (asking the
+        flusher to hurry); SlowDown after the backpressure timeout."""
+        store = self._store
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.backpressure_timeout_s
+        while True:
+            entry = store.get(*bk)
+            if entry is None or not entry.dirty:
+                await store.keys.acquire(bk)
+                entry = store.get(*bk)
+                if entry is None or not entry.dirty:
+                    return
+                store.keys.release(bk)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                store.stats.slowdowns_total += 1
+                raise SlowDown("waiting for an earlier version to reach the backend",
+                               retry_after=1)
+            store.urgent.add(bk)
+            store.changed()
+            await store.wait_change(min(remaining, self._settings.control_interval_s))
+
+    async def invalidate(self, bk: BK) -> None:
+        """Drop the (clean) record of ``bk`` before writing past the cache; the synced
+        index write also makes earlier unsynced removals durable (WAL order)."""
+        if self._store.get(*bk) is not None:
+            await self._store.commit(bk, None, sync=self._store.sync)
+        else:
+            await self._store.barrier()
+
+    def _counted(self, body: AsyncIterator[bytes], *, ingest: bool) -> AsyncIterator[bytes]:
+        stats = self._store.stats
+
+        async def counted() -> AsyncIterator[bytes]:
+            async for chunk in body:
+                stats.backend_client_bytes_total += len(chunk)
+                if ingest:
+                    stats.ingest_bytes_total += len(chunk)
+                    stats.writearound_bytes_total += len(chunk)
+                yield chunk
+        return counted()
+
+    # -- buckets -----------------------------------------------------------------------
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await self._inner.list_buckets()
+
+    async def create_bucket(self, bucket: str) -> BucketInfo:
+        try:
+            info = await self._inner.create_bucket(bucket)
+        except BucketAlreadyOwnedByYou:
+            self._buckets.add(bucket)
+            raise
+        self._buckets.add(bucket)
+        return info
+
+    async def head_bucket(self, bucket: str) -> BucketInfo:
+        info = await self._inner.head_bucket(bucket)
+        self._buckets.add(bucket)
+        return info
+
+    async def delete_bucket(self, bucket: str) -> None:
+        await self.check_bucket(bucket)
+        live = [e for e in self._store.dirty_entries(bucket) if not e.deleted]
+        if live or any(u.bucket == bucket for u in self._store.uploads.values()):
+            raise BucketNotEmpty(bucket)
+        await self.wait_flushed(bucket)  # pending deletes must reach the backend first
+        await self._inner.delete_bucket(bucket)
+        self._buckets.discard(bucket)
+        for key in list(self._store.entries_of(bucket)):
+            async with self._store.keys.hold((bucket, key)):
+                await self._store.commit((bucket, key), None, sync=False)
+
+    # -- objects -----------------------------------------------------------------------
+    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+                         meta: ObjectMeta, content_md5: bytes | None = None,
+                         if_match: str | None = None, if_none_match: str | None = None,
+                         size_hint: int | None = None) -> ObjectInfo:
+        """Store ``body`` in the cache (write-back), or past it when the writeback is in
+        phase 2 or the object cannot fit (``size_hint`` larger than a volume, or the
+        body turns out so while it streams)."""
+        check_key(key)
+        await self.check_bucket(bucket)
+        bk = (bucket, key)
+        store = self._store
+        current = store.get(*bk)
+        if (size_hint is not None and size_hint > store.max_object) or (
+                self.policy.write_around and (current is None or not current.dirty)):
+            return await self._put_direct(bk, body, meta, content_md5, if_match,
+                                          if_none_match)
+        spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,
+                              on_bytes=self.count_ingest, retry_after=self.retry_after)
+        if spooled.overflow:
+            try:
+                return await self._put_direct(bk, overflow_body(store, spooled), meta,
+                                              content_md5, if_match, if_none_match,
+                                              counted=spooled.writer.size,
+                                              cleanup=lambda: spooled.discard(store))
+            finally:
+                await spooled.discard(store)
+        meta = final_meta(meta, body)
+        now = store.now()
+        seg = spooled.segment
+
+        async def commit() -> ObjectInfo:
+            try:
+                async with store.keys.hold(bk):
+                    await self.check_preconditions(bk, if_match, if_none_match)
+                    entry = Entry(bucket=bucket, key=key, state=EntryState.DIRTY,
+                                  seq=store.next_seq(), size=seg.size, etag=seg.md5, meta=meta,
+                                  segments=(seg,), last_modified=now, dirty_since=now)
+                    await store.commit(bk, entry, sync=store.sync)
+                    spooled.settle(store)
+                    return entry.info()
+            except BaseException:
+                await spooled.discard(store)
+                raise
+        return await self.shielded(commit())
+
+    async def _put_direct(self, bk: BK, body: AsyncIterator[bytes], meta: ObjectMeta,
+                          content_md5: bytes | None, if_match: str | None,
+                          if_none_match: str | None, counted: int = 0,
+                          cleanup: Callable[[], Awaitable[None]] | None = None) -> ObjectInfo:
+        """Write straight to the backend, once no older version waits in the cache.
+        ``cleanup`` runs before the key is released (so the reply is not delayed past
+        a later writer's)."""
+        await self.acquire_clean(bk)
+        try:
+            await self.invalidate(bk)
+            self._store.stats.ingest_bytes_total -= counted  # already counted by spool
+            info = await self._inner.put_object(
+                bk[0], bk[1], self._counted(body, ingest=True), meta=meta,
+                content_md5=content_md5, if_match=if_match, if_none_match=if_none_match)
+            self._store.invalidate_fills(bk)
+            return info
+        finally:
+            try:
+                if cleanup is not None:
+                    await cleanup()
+            finally:
+                self._store.keys.release(bk)
+
+    async def get_object(self, bucket: str, key: str, *,
+                         byte_range: RangeRequest | None = None) -> ObjectStream:
+        store = self._store
+        entry = store.get(bucket, key)
+        if entry is not None:
+            if entry.deleted:
+                raise NoSuchKey(bucket, key)
+            resolved = byte_range.resolve(entry.size) if byte_range is not None else None
+            store.stats.hits += 1
+            store.touch(entry.bk)
+            return entry_stream(store, entry, resolved)
+        store.stats.misses += 1
+        stream = await self._inner.get_object(bucket, key, byte_range=byte_range)
+        return await read_through(self, stream, whole=byte_range is None)
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        entry = self._store.get(bucket, key)
+        if entry is not None:
+            if entry.deleted:
+                raise NoSuchKey(bucket, key)
+            return entry.info()
+        return await self._inner.head_object(bucket, key)
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        check_key(key)
+        await self.check_bucket(bucket)
+        bk = (bucket, key)
+        store = self._store
+
+        async def run() -> None:
+            async with store.keys.hold(bk):
+                entry = store.get(*bk)
+                if entry is None:
+                    await store.barrier()
+                    await self._inner.delete_object(bucket, key)
+                    store.invalidate_fills(bk)
+                    return
+                if entry.deleted:
+                    return
+                now = store.now()
+                tombstone = Entry(bucket=bucket, key=key, state=EntryState.DIRTY,
+                                  seq=store.next_seq(), size=0, etag="", meta=ObjectMeta(),
+                                  segments=(), last_modified=now, dirty_since=now,
+                                  deleted=True)
+                await store.commit(bk, tombstone, sync=store.sync)
+        await self.shielded(run())
+
+    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
+        bk = (bucket, key)
+        store = self._store
+
+        async def run() -> ObjectInfo:
+            async with store.keys.hold(bk):
+                entry = store.get(*bk)
+                if entry is None:
+                    return await self._inner.replace_metadata(bucket, key, meta)
+                if entry.deleted:
+                    raise NoSuchKey(bucket, key)
+                if entry.state is EntryState.CLEAN:
+                    info = await self._inner.replace_metadata(bucket, key, meta)
+                    new = replace(entry, meta=info.meta, etag=info.etag,
+                                  last_modified=info.last_modified, seq=store.next_seq())
+                else:
+                    now = store.now()
+                    new = replace(entry, meta=meta, state=EntryState.DIRTY,
+                                  seq=store.next_seq(), last_modified=now,
+                                  dirty_since=entry.dirty_since or now)
+                await store.commit(bk, new, sync=store.sync)
+                return new.info()
+        return await self.shielded(run())
+
+    async def iter_objects(self, bucket: str, *, prefix: str = "",
+                           start_after: str = "") -> AsyncIterator[ObjectInfo]:
+        entries = self._store.entries_of(bucket)
+        overlay = sorted(
+            (k, None if e.deleted else e.info()) for k, e in list(entries.items())
+            if k.startswith(prefix) and k > start_after)
+        inner = self._inner.iter_objects(bucket, prefix=prefix, start_after=start_after)
+        async for info in merge_sorted(overlay, inner, lambda i: i.key):
+            yield info
+
+    async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
+                          dst_key: str, *, meta: ObjectMeta,
+                          src_etag: str | None = None) -> ObjectInfo:
+        """Copy through the cache (the source may be dirty): the copy is a new DIRTY
+        object whose ETag is the MD5 of its bytes."""
+        await self.check_bucket(dst_bucket)
+        stream = await self.get_object(src_bucket, src_key)
+        async with stream:
+            if src_etag is not None and stream.info.etag != src_etag.strip('"'):
+                raise PreconditionFailed()
+            return await self.put_object(dst_bucket, dst_key, aiter(stream), meta=meta,
+                                         size_hint=stream.info.size)
+
+    # -- multipart (held in the cache; see uploads.py) ---------------------------------
+    async def create_multipart_upload(self, bucket: str, key: str, *,
+                                      meta: ObjectMeta) -> UploadInfo:
+        check_key(key)
+        await self.check_bucket(bucket)
+        return await self._uploads.create(bucket, key, meta)
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                          body: AsyncIterator[bytes], *,
+                          content_md5: bytes | None = None) -> PartInfo:
+        return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
+                                               content_md5)
+
+    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
+        return await self._uploads.list_parts(bucket, key, upload_id)
+
+    async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
+                                        parts: Sequence[CompletedPart], *,
+                                        if_match: str | None = None,
+                                        if_none_match: str | None = None) -> ObjectInfo:
+        return await self._uploads.complete(bucket, key, upload_id, parts, if_match,
+                                            if_none_match)
+
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        await self._uploads.abort(bucket, key, upload_id)
+
+    async def iter_multipart_uploads(self, bucket: str, *,
+                                     prefix: str = "") -> AsyncIterator[UploadInfo]:
+        async for upload in self._uploads.iter_uploads(bucket, prefix):
+            yield upload
+

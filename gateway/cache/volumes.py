@@ -1,0 +1,211 @@
+"""Cache volumes and the data-file format (blocking helpers; call via ``run_blocking``).
+
+A volume is a directory holding ``squall-cache-volume.json`` (format, version, volume id),
+``data/<xx>/<name>`` files and ``tmp/`` for files being written. A data file is a 16-byte
+header (magic ``SQCACHE\\0``, u16 format version, u16 flags, u32 reserved; little endian)
+followed by the payload. Files are written under ``tmp/``, fsynced and renamed into
+``data/``; only files referenced by the index survive a restart (see :func:`sweep`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from backends.errors import ServiceUnavailable, SlowDown
+
+MAGIC = b"SQCACHE\0"
+FILE_VERSION = 1
+_HEADER = struct.Struct("<8sHHI")
+HEADER_SIZE = _HEADER.size
+VOLUME_MARKER = "squall-cache-volume.json"
+VOLUME_FORMAT = "squall-cache-volume"
+VOLUME_VERSION = 1
+
+
+@contextlib.contextmanager
+def volume_errors(what: str) -> Iterator[None]:
+    """OSError on a cache volume -> SlowDown (out of space) or ServiceUnavailable."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise SlowDown(f"cache volume full while {what}", retry_after=5) from exc
+        raise ServiceUnavailable(f"cache volume I/O error while {what}: {exc}") from exc
+
+
+def charge(size: int) -> int:
+    """Bytes a data file with ``size`` payload bytes takes from a volume's capacity."""
+    return HEADER_SIZE + size
+
+
+class Volume:
+    """An opened cache volume and its space accounting: ``used`` counts committed files
+    (also those still being read after their record went away) and ``inflight`` bytes
+    reserved for files being written; ``claims`` are those writes."""
+
+    def __init__(self, vol_id: str, path: Path, capacity: int) -> None:
+        self.id = vol_id
+        self.path = path
+        self.capacity = capacity
+        self.used = 0
+        self.inflight = 0
+        self.claims: set[Any] = set()
+        self.data_dir = path / "data"
+        self.tmp_dir = path / "tmp"
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+    def file_path(self, name: str) -> Path:
+        return self.data_dir / name[:2] / name
+
+
+def open_volume(path: Path, capacity: int) -> Volume:
+    """Create or open the volume at ``path``; its id is kept in the marker file."""
+    with volume_errors("opening a volume"):
+        path.mkdir(parents=True, exist_ok=True)
+        marker = path / VOLUME_MARKER
+        if marker.exists():
+            data = json.loads(marker.read_text())
+            if data.get("format") != VOLUME_FORMAT or data.get("version") != VOLUME_VERSION:
+                raise ServiceUnavailable(f"cache volume {path} has unsupported format {data!r}")
+            vol_id = str(data["id"])
+        else:
+            vol_id = uuid.uuid4().hex
+            tmp = path / (VOLUME_MARKER + ".tmp")
+            with open(tmp, "w") as f:
+                json.dump({"format": VOLUME_FORMAT, "version": VOLUME_VERSION, "id": vol_id}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, marker)
+            _fsync_dir(path)
+        (path / "data").mkdir(exist_ok=True)
+        (path / "tmp").mkdir(exist_ok=True)
+    return Volume(vol_id, path, capacity)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DataFileWriter:
+    """Writes one data file: header, payload chunks (hashed with MD5), then commit."""
+
+    def __init__(self, volume: Volume, *, sync: bool) -> None:
+        self.volume = volume
+        self.name = uuid.uuid4().hex
+        self.size = 0
+        self._sync = sync
+        self._committed = False
+        self._md5 = hashlib.md5()
+        self._tmp = volume.tmp_dir / f"{self.name}.tmp"
+        with volume_errors("creating a cache file"):
+            self._file = open(self._tmp, "wb")  # noqa: SIM115 - open across calls
+            self._file.write(_HEADER.pack(MAGIC, FILE_VERSION, 0, 0))
+
+    def write(self, chunk: bytes) -> None:
+        with volume_errors("writing a cache file"):
+            self._file.write(chunk)
+        self._md5.update(chunk)
+        self.size += len(chunk)
+
+    def md5(self) -> str:
+        return self._md5.hexdigest()
+
+    @property
+    def tmp_path(self) -> Path:
+        return self._tmp
+
+    def flush(self) -> None:
+        with volume_errors("writing a cache file"):
+            self._file.flush()
+
+    def commit(self) -> None:
+        """Make the file durable (per ``sync``) under its final name."""
+        with volume_errors("committing a cache file"):
+            self._file.flush()
+            if self._sync:
+                os.fsync(self._file.fileno())
+            self._file.close()
+            final = self.volume.file_path(self.name)
+            final.parent.mkdir(exist_ok=True)
+            os.replace(self._tmp, final)
+            self._committed = True
+            if self._sync:
+                _fsync_dir(final.parent)
+
+    def abort(self) -> None:
+        """Remove the file (also after :meth:`commit`, if no record took it)."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.volume.file_path(self.name) if self._committed else self._tmp)
+
+
+class DataFileReader:
+    """Positional reads of one data file's payload; checks the header on open."""
+
+    def __init__(self, volume: Volume, name: str) -> None:
+        with volume_errors("opening a cache file"):
+            self._fd = os.open(volume.file_path(name), os.O_RDONLY)
+            header = os.pread(self._fd, HEADER_SIZE, 0)
+        if len(header) != HEADER_SIZE or _HEADER.unpack(header)[:2] != (MAGIC, FILE_VERSION):
+            os.close(self._fd)
+            raise ServiceUnavailable(f"cache file {name} has a bad header")
+
+    def read(self, offset: int, length: int) -> bytes:
+        with volume_errors("reading a cache file"):
+            data = os.pread(self._fd, length, HEADER_SIZE + offset)
+        if len(data) != length:
+            raise ServiceUnavailable("cache file shorter than its index entry")
+        return data
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def file_ok(volume: Volume, name: str, size: int) -> bool:
+    """Whether the data file exists with the expected length."""
+    try:
+        return volume.file_path(name).stat().st_size == charge(size)
+    except OSError:
+        return False
+
+
+def unlink(volume: Volume, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError), volume_errors("removing a cache file"):
+        os.unlink(volume.file_path(name))
+
+
+def sweep(volume: Volume, referenced: set[str]) -> int:
+    """Delete temp files and data files the index does not reference; return how many."""
+    removed = 0
+    with volume_errors("sweeping a volume"):
+        for tmp in volume.tmp_dir.iterdir():
+            tmp.unlink(missing_ok=True)
+            removed += 1
+        for sub in volume.data_dir.iterdir():
+            if not sub.is_dir():
+                sub.unlink(missing_ok=True)
+                removed += 1
+                continue
+            for f in sub.iterdir():
+                if f.name not in referenced:
+                    f.unlink(missing_ok=True)
+                    removed += 1
+    return removed
