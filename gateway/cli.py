@@ -25,6 +25,20 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="fsync: acknowledge writes once on stable storage (default); "
                         "none: skip fsync (faster, loses recent writes on power loss)")
     p.add_argument("--min-part-size", type=int, help="minimum multipart part size in bytes")
+    c = p.add_argument_group("cache tier")
+    c.add_argument("--cache-size", help="cache capacity, e.g. 1GiB (default); 0 disables it")
+    c.add_argument("--cache-dir", type=Path, help="cache volume directory "
+                                                  "(default <data-dir>/cache)")
+    c.add_argument("--max-dirty-age", type=float,
+                   help="seconds after which dirty data is flushed whatever the phase")
+    c.add_argument("--utilization-threshold", type=float,
+                   help="UT: phase 2 starts when ingest stays below UT x backend bandwidth")
+    c.add_argument("--inactivity-delay", type=float,
+                   help="ID: seconds ingest must stay below UT before phase 2")
+    c.add_argument("--flush-concurrency", type=int, help="objects flushed at once")
+    t = p.add_argument_group("backend throttle")
+    t.add_argument("--backend-bandwidth", help="cap on bytes to/from the backend, e.g. 20MiB/s")
+    t.add_argument("--backend-iops", type=float, help="cap on backend operations per second")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 

@@ -1,0 +1,3 @@
+from loadtests.bench.cli import main
+
+raise SystemExit(main())

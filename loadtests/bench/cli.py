@@ -1,0 +1,360 @@
+"""``python -m loadtests.bench``: Squall configurations side by side with direct posix I/O.
+
+For each configuration (``--config NAME=ARGS``, repeatable) the driver starts
+``squall serve`` in its own temporary data directory on a free loopback port, waits for
+``/_squall/health``, runs every workload against it and stops it by PID. The baseline runs
+the same workloads straight against a posix directory (temp file + fsync + rename, read
+back) with as many threads as the workload has clients. One table is printed to stdout
+(progress goes to stderr), with ``--markdown`` as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import shlex
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loadtests.bench.configs import (
+    DEFAULT_CONFIGS,
+    SQUALL_TEMPLATE,
+    GatewayConfig,
+    parse_config,
+    parse_named,
+    server_command,
+)
+from loadtests.bench.engine import Measurement, run_workload
+from loadtests.bench.locust_run import LocustFailed, LocustWorkload, locust_command, run_locust
+from loadtests.bench.server import (
+    HEALTH_PATH,
+    ServerFailed,
+    ServerProcess,
+    free_port,
+    reported_durability,
+)
+from loadtests.bench.table import Column, Result, build_table, render_markdown, render_text
+from loadtests.bench.targets import PosixTarget, S3Target, TargetError
+from loadtests.bench.warp import WarpFailed, find_warp, run_warp, warp_command
+from loadtests.bench.workloads import Workload, select, standard_workloads
+from loadtests.sigv4 import DEFAULT_REGION, Signer, load_credentials
+from loadtests.units import parse_duration, parse_size
+
+T = TypeVar("T")
+Row = Workload | LocustWorkload
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m loadtests.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME=ARGS",
+        default=[],
+        help="a gateway configuration: extra 'squall serve' arguments (repeatable; "
+        f"default: {' and '.join(repr(c) for c in DEFAULT_CONFIGS)})",
+    )
+    p.add_argument(
+        "--endpoint",
+        action="append",
+        metavar="NAME=URL",
+        default=[],
+        help="also measure an S3 endpoint that is already running (repeatable)",
+    )
+    p.add_argument(
+        "--server-cmd",
+        default=SQUALL_TEMPLATE,
+        help="server command template; fields {squall} {python} {host} {port} {data_dir} "
+        "{backend_dir} (default: %(default)s)",
+    )
+    p.add_argument("--health-path", default=HEALTH_PATH, help="answers 200 once ready")
+    p.add_argument(
+        "--tool",
+        choices=("native", "warp"),
+        default="native",
+        help="native: the built-in aiohttp client; warp: MinIO's warp (on PATH)",
+    )
+    p.add_argument(
+        "--warp-args",
+        default="",
+        help="extra arguments passed to warp (write --warp-args='--flag value')",
+    )
+    p.add_argument(
+        "--workloads",
+        default="",
+        help="comma-separated workload keys to run (default all), e.g. put-64MiB-c1",
+    )
+    p.add_argument("--duration", default="10s", help="time limit of each timed run")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each workload N times per target and keep the median run",
+    )
+    p.add_argument("--large-size", default="64MiB")
+    p.add_argument("--large-count", type=int, default=8, help="operations per large run at most")
+    p.add_argument("--large-clients", default="1,4", help="concurrencies of the large runs")
+    p.add_argument("--small-size", default="4KiB")
+    p.add_argument("--small-count", type=int, default=2000)
+    p.add_argument("--small-clients", type=int, default=16)
+    p.add_argument("--mixed-size", default="10MiB")
+    p.add_argument("--mixed-count", type=int, default=200)
+    p.add_argument("--mixed-clients", type=int, default=8)
+    p.add_argument("--mixed-objects", type=int, default=16, help="objects in the mixed pool")
+    p.add_argument(
+        "--locust",
+        action="append",
+        default=[],
+        metavar="SCENARIO",
+        help="also run loadtests/SCENARIO.py headless per target (requests/s row)",
+    )
+    p.add_argument("--locust-users", type=int, default=8)
+    p.add_argument(
+        "--locust-args",
+        default="",
+        help="extra arguments passed to locust (write --locust-args='--flag value')",
+    )
+    p.add_argument("--bucket", default="squall-bench")
+    p.add_argument("--region", default=DEFAULT_REGION)
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where temporary data directories go (default: the system temp dir)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep data directories and server logs")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    return p
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+async def _native_s3(endpoint: str, signer: Signer, bucket: str, wl: Workload) -> Measurement:
+    target = S3Target(endpoint, bucket, signer, clients=wl.clients)
+    try:
+        await target.create_bucket()
+        return await run_workload(target, wl, f"bench-{uuid.uuid4().hex[:8]}")
+    finally:
+        await target.close()
+
+
+async def _native_posix(root: Path, wl: Workload) -> Measurement:
+    target = PosixTarget(root, clients=wl.clients)
+    try:
+        return await run_workload(target, wl, f"bench-{uuid.uuid4().hex[:8]}")
+    finally:
+        await target.close()
+
+
+def median_run(runs: Sequence[Measurement], unit: str) -> Measurement:
+    """The run with the median figure (the lower middle one for an even count)."""
+    ordered = sorted(runs, key=lambda m: m.value(unit))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def fsync_reported(endpoint: str, default: bool | None) -> bool | None:
+    """Whether the server says it fsyncs each PUT (``/_squall/status``), else ``default``."""
+    durability = reported_durability(endpoint)
+    return default if durability is None else durability != "none"
+
+
+def _report(column: str, row: Row, result: Result) -> None:
+    if isinstance(result, str):
+        _say(f"[{column}] {row.title}: failed: {result.splitlines()[0]}")
+        return
+    extra = f", {result.errors} errors (first: {result.first_error})" if result.errors else ""
+    _say(f"[{column}] {row.title}: {result.value(row.unit):.1f} {row.unit}{extra}")
+
+
+class Driver:
+    """Runs every row against every target and collects the results."""
+
+    def __init__(self, args: argparse.Namespace, rows: list[Row], workdir: Path) -> None:
+        self.args = args
+        self.rows = rows
+        self.workdir = workdir
+        self.credentials = load_credentials()
+        self.signer = Signer(self.credentials, args.region)
+
+    def baseline(self) -> dict[str, Result]:
+        results: dict[str, Result] = {}
+        root = self.workdir / "posix-direct"
+        root.mkdir(parents=True, exist_ok=True)
+        for row in self.rows:
+            if isinstance(row, Workload):
+                runs = [_run(_native_posix(root, row)) for _ in range(self.args.repeat)]
+                results[row.key] = median_run(runs, row.unit)
+                _report("posix direct", row, results[row.key])
+        shutil.rmtree(root, ignore_errors=True)
+        return results
+
+    def against(self, name: str, endpoint: str) -> dict[str, Result]:
+        results: dict[str, Result] = {}
+        for row in self.rows:
+            try:
+                runs = [self._one(name, endpoint, row) for _ in range(self.args.repeat)]
+                results[row.key] = median_run(runs, row.unit)
+            except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
+                results[row.key] = str(exc)
+            _report(name, row, results[row.key])
+        return results
+
+    def _one(self, name: str, endpoint: str, row: Row) -> Measurement:
+        if isinstance(row, LocustWorkload):
+            prefix = self.workdir / f"locust-{name}-{row.scenario}"
+            argv = locust_command(
+                row, endpoint=endpoint, csv_prefix=prefix, extra=shlex.split(self.args.locust_args)
+            )
+            return run_locust(argv, prefix, self._env(), timeout=row.seconds + 120)
+        if self.args.tool == "warp":
+            argv = warp_command(
+                row,
+                endpoint=endpoint,
+                access_key=self.credentials.access_key,
+                secret_key=self.credentials.secret_key,
+                region=self.args.region,
+                bucket=f"{self.args.bucket}-warp",
+                warp=find_warp() or "warp",
+                extra=shlex.split(self.args.warp_args),
+            )
+            return run_warp(argv, row, timeout=row.duration + 600)
+        return _run(_native_s3(endpoint, self.signer, self.args.bucket, row))
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SQUALL_ACCESS_KEY": self.credentials.access_key,
+            "SQUALL_SECRET_KEY": self.credentials.secret_key,
+        }
+
+    def gateway(self, config: GatewayConfig) -> Column:
+        base = self.workdir / config.name
+        (base / "backend").mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        argv = server_command(
+            self.args.server_cmd,
+            config,
+            host="127.0.0.1",
+            port=port,
+            data_dir=base / "data",
+            backend_dir=base / "backend",
+        )
+        server = ServerProcess(
+            argv,
+            endpoint=f"http://127.0.0.1:{port}",
+            log_path=self.workdir / f"{config.name}.log",
+            env=self._env(),
+            health_path=self.args.health_path,
+        )
+        _say(f"[{config.name}] starting: {' '.join(argv)}")
+        fsync = config.fsync(squall=self.args.server_cmd == SQUALL_TEMPLATE)
+        try:
+            with server:
+                fsync = fsync_reported(server.endpoint, fsync)
+                results = self.against(config.name, server.endpoint)
+        except ServerFailed as exc:
+            _say(f"[{config.name}] {exc}")
+            results = {row.key: f"server failed: {exc}" for row in self.rows}
+        finally:
+            if not self.args.keep:
+                shutil.rmtree(base, ignore_errors=True)
+        return Column(config.name, fsync, results)
+
+
+def _rows(args: argparse.Namespace) -> list[Row]:
+    duration = parse_duration(args.duration)
+    workloads = standard_workloads(
+        large_size=parse_size(args.large_size),
+        large_count=args.large_count,
+        large_clients=[int(c) for c in args.large_clients.split(",") if c.strip()],
+        small_size=parse_size(args.small_size),
+        small_count=args.small_count,
+        small_clients=args.small_clients,
+        mixed_size=parse_size(args.mixed_size),
+        mixed_count=args.mixed_count,
+        mixed_clients=args.mixed_clients,
+        mixed_objects=args.mixed_objects,
+        duration=duration,
+    )
+    rows: list[Row] = list(select(workloads, args.workloads))
+    rows += [LocustWorkload(s, args.locust_users, duration) for s in args.locust]
+    return rows
+
+
+def _ensure_credentials() -> None:
+    """Generate credentials for the servers this run starts, unless some are set."""
+    try:
+        load_credentials()
+    except RuntimeError:
+        os.environ["SQUALL_ACCESS_KEY"] = "bench" + secrets.token_hex(6)
+        os.environ["SQUALL_SECRET_KEY"] = secrets.token_urlsafe(24)
+
+
+def _legend(columns: Sequence[Column], configs: Sequence[GatewayConfig], md: bool) -> list[str]:
+    described = {c.name: f"server arguments: {c.describe}" for c in configs}
+    lines = []
+    for col in columns:
+        what = described.get(col.name, "external endpoint")
+        lines.append(f"{'- ' if md else ''}{col.name}: {what}")
+        failures = {r for r in col.results.values() if isinstance(r, str)}
+        for failure in sorted(failures):
+            lines.append(f"{'  - ' if md else '    '}failed: {failure.splitlines()[0]}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        rows = _rows(args)
+        configs = [parse_config(c) for c in (args.config or DEFAULT_CONFIGS)]
+        endpoints = [parse_named(e) for e in args.endpoint]
+        if args.repeat < 1:
+            raise ValueError("--repeat must be at least 1")
+    except ValueError as exc:
+        _say(f"bench: {exc}")
+        return 2
+    if args.tool == "warp" and find_warp() is None:
+        _say("bench: --tool warp needs 'warp' on PATH (go install github.com/minio/warp@latest)")
+        return 2
+    _ensure_credentials()
+    if args.work_dir:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="squall-bench-", dir=args.work_dir))
+    try:
+        driver = Driver(args, rows, workdir)
+        baseline = driver.baseline()
+        columns = [driver.gateway(c) for c in configs]
+        for name, url in endpoints:
+            fsync = fsync_reported(url, None)
+            columns.append(Column(name, fsync, driver.against(name, url)))
+    finally:
+        if args.keep:
+            _say(f"bench: data and logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    table = build_table(rows, baseline, columns)
+    print(render_markdown(table) if args.markdown else render_text(table))
+    print()
+    print("\n".join(_legend(columns, configs, args.markdown)))
+    return 0

@@ -1,0 +1,128 @@
+"""Start a server under test on a free loopback port, wait until it is healthy, stop it by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+HEALTH_PATH = "/_squall/health"
+STATUS_PATH = "/_squall/status"
+
+
+class ServerFailed(RuntimeError):
+    """The server exited or never became healthy; the message ends with its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def is_healthy(url: str, timeout: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def reported_durability(endpoint: str) -> str | None:
+    """The ``durability`` a Squall endpoint reports in ``/_squall/status`` (None: not said)."""
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + STATUS_PATH, timeout=5) as resp:
+            status = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    value = status.get("durability") if isinstance(status, dict) else None
+    return value if isinstance(value, str) else None
+
+
+class ServerProcess:
+    """One server process; its output goes to ``log_path``.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop` (idempotent).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        endpoint: str,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        health_path: str = HEALTH_PATH,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.endpoint = endpoint.rstrip("/")
+        self.health_url = self.endpoint + health_path
+        self.log_path = log_path
+        self._env = dict(env) if env is not None else None
+        self._cwd = cwd
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the process and wait until the health URL answers 200."""
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, env=self._env, cwd=self._cwd
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise ServerFailed(
+                    f"{self.argv[0]} exited with {self._proc.returncode}:\n{self.log_tail()}"
+                )
+            if is_healthy(self.health_url):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise ServerFailed(
+            f"{self.health_url} not healthy after {timeout:.0f}s:\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the process by its PID, SIGKILL it if it lingers, and reap it."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
