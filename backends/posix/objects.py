@@ -32,7 +32,7 @@ from backends.posix.listing import TreeLister
 from backends.posix.locks import NamedLocks
 from backends.posix.metadata import MetaStore, Record
 from backends.posix.oserrors import os_errors
-from backends.posix.reader import FileBody
+from backends.posix.reader import BytesBody, FileBody
 from backends.posix.staging import StagedFile, commit_shielded, settled
 
 T = TypeVar("T")
@@ -110,6 +110,21 @@ class ObjectStore:
                 raise
         return self._in_bucket(bucket, run)
 
+    def _open_or_read(self, bucket: str, path: KeyPath,
+                      read_small: bool) -> tuple[int, ObjectInfo, bytes | None]:
+        """Open and describe; with ``read_small`` an object of at most one chunk is read
+        whole and closed in the same worker call (one thread hop for a small GET)."""
+        fd, info = self._open_described(bucket, path)
+        if not read_small or info.size > self._chunk:
+            return fd, info, None
+        try:
+            data = os.pread(fd, info.size, 0)
+        finally:
+            os.close(fd)
+        if len(data) != info.size:
+            raise BackendError("The object's file changed size while it was read.")
+        return -1, info, data
+
     def _current(self, bucket: str, path: KeyPath) -> ObjectInfo | None:
         try:
             fd, info = self._open_described(bucket, path)
@@ -126,9 +141,10 @@ class ObjectStore:
     def _require_bucket(self, bucket: str) -> None:
         os.close(tree.open_bucket(self._hidden.root, bucket))
 
-    async def _open(self, bucket: str, path: KeyPath) -> tuple[int, ObjectInfo]:
+    async def _open(self, bucket: str, path: KeyPath, *, read_small: bool = False
+                    ) -> tuple[int, ObjectInfo, bytes | None]:
         """Open and describe an object; the fd is closed if the caller is cancelled."""
-        job = asyncio.ensure_future(run_blocking(self._open_described, bucket, path))
+        job = asyncio.ensure_future(run_blocking(self._open_or_read, bucket, path, read_small))
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -153,13 +169,16 @@ class ObjectStore:
         check_bucket(bucket)
         path = encode_key(key)
         with os_errors("GetObject", missing=NoSuchKey(bucket, key)):
-            fd, info = await self._open(bucket, path)
+            fd, info, data = await self._open(bucket, path, read_small=True)
         try:
             resolved = byte_range.resolve(info.size) if byte_range is not None else None
         except BaseException:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             raise
         start, length = (resolved.start, resolved.length) if resolved else (0, info.size)
+        if data is not None:
+            return ObjectStream(info, BytesBody(data[start:start + length]), resolved)
         return ObjectStream(info, FileBody(fd, start, length, self._chunk), resolved)
 
     async def iter(self, bucket: str, prefix: str,
@@ -319,7 +338,7 @@ class ObjectStore:
         staged = self.staged()
         try:
             with os_errors("CopyObject", missing=NoSuchKey(src_bucket, src_key)):
-                fd, info = await self._open(src_bucket, src_path)
+                fd, info, _ = await self._open(src_bucket, src_path)
             staged.adopt(fd)
             if src_etag is not None and src_etag.strip().strip('"') != info.etag:
                 raise PreconditionFailed("The source object's ETag does not match.")
@@ -333,6 +352,6 @@ class ObjectStore:
             await staged.discard()
 
 
-def _close_opened(job: asyncio.Future[tuple[int, ObjectInfo]]) -> None:
-    if not job.cancelled() and job.exception() is None:
+def _close_opened(job: asyncio.Future[tuple[int, ObjectInfo, bytes | None]]) -> None:
+    if not job.cancelled() and job.exception() is None and job.result()[0] >= 0:
         os.close(job.result()[0])

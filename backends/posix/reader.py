@@ -33,12 +33,19 @@ class FileBody:
     def __aiter__(self) -> FileBody:
         return self
 
+    def _read_next(self) -> None:
+        """Start reading the piece at the current position (read-ahead while the caller
+        sends the previous one)."""
+        size = min(self._chunk, self._left)
+        self._inflight = asyncio.ensure_future(run_blocking(os.pread, self._fd, size, self._pos))
+
     async def __anext__(self) -> bytes:
         if self._left <= 0 or self._fd < 0:
             await self.aclose()
             raise StopAsyncIteration
-        size = min(self._chunk, self._left)
-        self._inflight = asyncio.ensure_future(run_blocking(os.pread, self._fd, size, self._pos))
+        if self._inflight is None:
+            self._read_next()
+        assert self._inflight is not None
         # Shielded: a cancelled reader leaves the pread to finish before aclose closes the fd.
         data: bytes = await asyncio.shield(self._inflight)
         self._inflight = None
@@ -47,6 +54,8 @@ class FileBody:
             raise BackendError("The object's file became shorter while it was read.")
         self._pos += len(data)
         self._left -= len(data)
+        if self._left > 0:
+            self._read_next()
         return data
 
     async def aclose(self) -> None:
@@ -62,3 +71,22 @@ class FileBody:
         if self._fd >= 0 and (self._inflight is None or self._inflight.done()):
             os.close(self._fd)
             self._fd = -1
+
+
+class BytesBody:
+    """An async iterator over bytes already read (a small object); nothing to close."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def __aiter__(self) -> BytesBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        data, self._data = self._data, None
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+    async def aclose(self) -> None:
+        self._data = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import time
@@ -69,13 +70,16 @@ class S3Endpoint:
         self._secret_for = secret_for
         self._domain = domain.lower() if domain else None
         self._metrics = metrics
+        # Request ids: unique per process start, cheap to make (no syscall per request).
+        self._id_prefix = secrets.token_hex(4).upper()
+        self._request_numbers = itertools.count(1)
 
     async def __call__(self, request: Request) -> Response:
         started = time.perf_counter()
-        request_id = secrets.token_hex(8).upper()
-        operation = "Unknown"
-        resource = request.url.path
         scope = request.scope
+        request_id = f"{self._id_prefix}{next(self._request_numbers):08X}"
+        operation = "Unknown"
+        resource = scope["path"]
         pairs = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in scope["headers"]]
         headers: dict[str, str] = {}
         for name, value in pairs:
