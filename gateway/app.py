@@ -1,59 +1,27 @@
-"""The composition root: builds every component from Settings and wires the ASGI app."""
+"""The ASGI application: admin routes under /_squall/ and the S3 namespace."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from backends.base import Backend
-from backends.registry import BackendOptions, create_backend
-from gateway.credentials import Credentials
-from gateway.metrics import Metrics
+from backends.errors import StorageError
+from gateway.cache.tier import CacheTier
+from gateway.components import Components
 from gateway.s3api.endpoint import S3Endpoint
-from gateway.service import ObjectService
-from gateway.settings import Settings
+from gateway.s3api.errors import s3_error_for
+from gateway.s3api.sigv4 import authenticate
 
 log = logging.getLogger("squall")
-
-
-@dataclass
-class Components:
-    """Everything one gateway process runs, built once from settings."""
-
-    settings: Settings
-    credentials: Credentials
-    backend: Backend
-    service: ObjectService
-    metrics: Metrics
-    started: float = field(default_factory=time.time)
-    ready: bool = False
-
-    def status(self) -> dict[str, Any]:
-        spec = self.settings.backend_spec
-        return {
-            "ready": self.ready,
-            "uptime_s": round(time.time() - self.started, 3),
-            "backend": {"kind": spec.kind, "args": spec.args},
-            "durability": self.settings.durability,
-        }
-
-
-def build_components(settings: Settings, credentials: Credentials) -> Components:
-    spec = settings.backend_spec
-    backend = create_backend(spec.kind, spec.args, BackendOptions(
-        data_dir=settings.data_dir, durability=settings.durability,
-        min_part_size=settings.min_part_size))
-    return Components(settings=settings, credentials=credentials, backend=backend,
-                      service=ObjectService(backend), metrics=Metrics())
 
 
 ADMIN_PREFIX = "/_squall/"
@@ -81,12 +49,11 @@ def build_app(components: Components) -> S3Dispatcher:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        components.ready = True
+        await components.start()
         try:
             yield
         finally:
-            components.ready = False
-            await components.backend.aclose()
+            await components.stop()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -106,8 +73,57 @@ def build_app(components: Components) -> S3Dispatcher:
         return JSONResponse(components.status())
 
     creds = components.credentials
-    endpoint = S3Endpoint(
-        components.service,
-        secret_for=lambda key: creds.secret_key if key == creds.access_key else None,
-        domain=components.settings.domain, metrics=components.metrics)
+
+    def secret_for(key: str) -> str | None:
+        return creds.secret_key if key == creds.access_key else None
+
+    @app.post("/_squall/sync")
+    async def sync(request: Request, bucket: str | None = None) -> Response:
+        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
+
+        Signed like an S3 request (SigV4, same credentials)."""
+        try:
+            authenticate(method="POST", raw_path=request.scope.get("raw_path", b"").decode(
+                "latin-1"), query=request.scope["query_string"].decode("latin-1"),
+                headers=[(k.decode("latin-1").lower(), v.decode("latin-1"))
+                         for k, v in request.scope["headers"]],
+                secret_for=secret_for, now=time.time())
+        except StorageError as exc:
+            spec, message = s3_error_for(exc)
+            return JSONResponse({"error": spec.code, "message": message},
+                                status_code=spec.status)
+        return StreamingResponse(sync_progress(components.cache, bucket),
+                                 media_type="application/x-ndjson")
+
+    endpoint = S3Endpoint(components.service, secret_for=secret_for,
+                          domain=components.settings.domain, metrics=components.metrics)
     return S3Dispatcher(app, endpoint)
+
+
+async def sync_progress(cache: CacheTier | None, bucket: str | None,
+                        interval_s: float = 0.5) -> AsyncIterator[bytes]:
+    """Lines ``{"done": B, "total": B}`` while flushing, then ``{"flushed": true}``."""
+    if cache is None:
+        yield b'{"flushed": true, "done": 0, "total": 0}\n'
+        return
+    progress = {"done": 0, "total": 0}
+
+    def report(done: int, total: int) -> None:
+        progress.update(done=done, total=total)
+
+    task = asyncio.ensure_future(cache.wait_flushed(bucket, report))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval_s)
+            if done:
+                break
+            yield (json.dumps(progress) + "\n").encode()
+        error = task.exception()
+        if error is None:
+            yield (json.dumps({"flushed": True, **progress}) + "\n").encode()
+        else:
+            spec, message = s3_error_for(error)
+            yield (json.dumps({"flushed": False, "error": spec.code, "message": message})
+                   + "\n").encode()
+    finally:
+        task.cancel()

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from gateway import sync_cli
+from gateway.fuse_mount import cli as fuse_cli
+
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="run the S3 gateway",
@@ -46,9 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="squall", description="Squall S3 burst buffer")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    sync_cli.register(sub)
+    fuse_cli.register(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "sync":
+        return sync_cli.run(args)
+    if args.command == "mount":
+        return fuse_cli.run(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from gateway.app import build_app, build_components
+from gateway.app import build_app
+from gateway.components import build_components
 from gateway.credentials import load_or_create
 from gateway.settings import Settings
 

@@ -27,12 +27,14 @@ class EntryState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One data file on a cache volume: ``size`` payload bytes with MD5 ``md5``."""
+    """One data file on a cache volume: ``size`` payload bytes with MD5 ``md5`` (and, for
+    a multipart part, the additional checksum its upload carried)."""
 
     volume: str  # volume id (from the volume's marker file)
     file: str  # file name inside the volume's data directory
     size: int
     md5: str
+    checksum: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +121,16 @@ def _meta_from(data: dict[str, Any]) -> ObjectMeta:
 
 
 def _segment_to(seg: Segment) -> list[Any]:
-    return [seg.volume, seg.file, seg.size, seg.md5]
+    out: list[Any] = [seg.volume, seg.file, seg.size, seg.md5]
+    if seg.checksum is not None:
+        out.append(list(seg.checksum))
+    return out
 
 
 def _segment_from(data: list[Any]) -> Segment:
-    return Segment(volume=data[0], file=data[1], size=int(data[2]), md5=data[3])
+    checksum = data[4] if len(data) > 4 else None
+    return Segment(volume=data[0], file=data[1], size=int(data[2]), md5=data[3],
+                   checksum=(checksum[0], checksum[1]) if checksum else None)
 
 
 def _dump(payload: dict[str, Any]) -> bytes:

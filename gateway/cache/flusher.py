@@ -25,6 +25,7 @@ from gateway.cache.index import Batch
 from gateway.cache.policy import WritebackPolicy
 from gateway.cache.readers import read_slices, slices
 from gateway.cache.store import BK, CacheStore
+from gateway.cache.streams import ClosingBody
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,8 @@ class Flusher:
             store.changed()
 
     def _reader(self, segments: tuple[Segment, ...],
-                hasher: Callable[[bytes], None] | None = None) -> AsyncIterator[bytes]:
+                hasher: Callable[[bytes], None] | None = None, *,
+                checksum: tuple[str, str] | None = None) -> ClosingBody:
         stats = self._store.stats
 
         async def body() -> AsyncIterator[bytes]:
@@ -189,7 +191,7 @@ class Flusher:
                     hasher(chunk)
                 stats.flush_bytes_total += len(chunk)
                 yield chunk
-        return body()
+        return ClosingBody(body(), checksum=checksum)
 
     async def _upload(self, entry: Entry) -> None:
         store = self._store
@@ -216,7 +218,7 @@ class Flusher:
                 entry.bucket, entry.key, body, meta=entry.meta,
                 content_md5=bytes.fromhex(expected) if expected else None)
         finally:
-            await body.aclose()  # type: ignore[attr-defined]
+            await body.aclose()
         want = expected or md5.hexdigest()
         if info.etag != want:
             raise BadDigest(f"backend ETag {info.etag} != cached MD5 {want}")
@@ -224,27 +226,34 @@ class Flusher:
     async def _upload_multipart(self, entry: Entry) -> None:
         inner = self._inner
         assert isinstance(inner, MultipartBackend)
-        upload = await inner.create_multipart_upload(entry.bucket, entry.key, meta=entry.meta)
         store = self._store
+        store.flush_creating[entry.bk] += 1  # hidden from listings before its id is known
+        try:
+            upload = await inner.create_multipart_upload(entry.bucket, entry.key,
+                                                         meta=entry.meta)
+        finally:
+            store.flush_creating[entry.bk] -= 1
+            if not store.flush_creating[entry.bk]:
+                del store.flush_creating[entry.bk]
+        store.flush_uploads[upload.upload_id] = entry.bk  # hidden from listings at once
         try:
             await run_blocking(store.index.write, Batch().put_flush_upload(
                 upload.upload_id, entry.bucket, entry.key), sync=store.sync)
         except BaseException:
-            await asyncio.shield(inner.abort_multipart_upload(
-                entry.bucket, entry.key, upload.upload_id))
+            await asyncio.shield(self._forget_upload(entry.bucket, entry.key,
+                                                     upload.upload_id, abort=True))
             raise
-        store.flush_uploads[upload.upload_id] = entry.bk
         limit = asyncio.Semaphore(_PART_PARALLELISM)
 
         async def part(number: int, seg: Segment) -> None:
             async with limit:
-                body = self._reader((seg,))
+                body = self._reader((seg,), checksum=seg.checksum)
                 try:
                     info = await inner.upload_part(entry.bucket, entry.key, upload.upload_id,
                                                    number, body,
                                                    content_md5=bytes.fromhex(seg.md5))
                 finally:
-                    await body.aclose()  # type: ignore[attr-defined]
+                    await body.aclose()
                 if info.etag != seg.md5:
                     raise BadDigest(f"backend part ETag {info.etag} != cached {seg.md5}")
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
@@ -148,7 +149,8 @@ class Index:
     def load(self) -> IndexContents:
         out = IndexContents()
         with _translated():
-            for raw_key, value in self._db.items():
+            for item_key, item_value in self._db.items():
+                raw_key, value = cast(bytes, item_key), cast(bytes, item_value)  # raw mode
                 tag = raw_key[:1]
                 if tag == _ENTRY:
                     out.entries.append(decode_entry(value))

@@ -26,6 +26,7 @@ class Spooled:
     overflow: bool = False
     rest: AsyncIterator[bytes] | None = None
     discarded: bool = False
+    consumed: int = 0  # body bytes taken from the iterator (spooled or pending)
 
     @property
     def segment(self) -> Segment:
@@ -80,6 +81,7 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
         async for chunk in iterator:
             if not chunk:
                 continue
+            out.consumed += len(chunk)
             if on_bytes is not None:
                 on_bytes(len(chunk))
             overflow = allow_overflow and charge(writer.size + len(buffer) + len(chunk)) \

@@ -65,12 +65,13 @@ class Stats:
 class Claim:
     """Space reserved on one volume for one file being written, in the order of arrival."""
 
-    __slots__ = ("give_up", "order", "reserved", "vol", "waiting")
+    __slots__ = ("give_up", "order", "reserved", "vol", "waiting", "want")
 
     def __init__(self, vol: Volume, order: int) -> None:
         self.vol = vol
         self.order = order
         self.reserved = 0
+        self.want = 0  # the amount it waits for
         self.waiting = False
         self.give_up = False
 
@@ -100,6 +101,8 @@ class CacheStore:
         self.urgent: set[BK] = set()
         #: backend multipart uploads opened by the flusher: upload id -> (bucket, key)
         self.flush_uploads: dict[str, BK] = {}
+        #: keys whose flusher upload is being created (its id is not known yet)
+        self.flush_creating: Counter[BK] = Counter()
         self._index_path = index_path
         self._index: Index | None = None
         self._lock = threading.Lock()
@@ -418,12 +421,20 @@ class CacheStore:
 
     def _break_deadlock(self, vol: Volume) -> None:
         """If every writer on ``vol`` waits and no committed data there could ever be
-        flushed or evicted to make room, the youngest gives up (it gets SlowDown)."""
+        flushed or evicted to make room, the youngest writers give up (SlowDown, or a
+        diversion to the backend) until the oldest one can go on."""
         if vol.used - vol.inflight > 0 or not vol.claims:
             return
-        if all(c.waiting for c in vol.claims):
-            youngest = max(vol.claims, key=lambda c: c.order)
-            youngest.give_up = True
+        if not all(c.waiting or c.give_up for c in vol.claims):
+            return
+        by_age = sorted(vol.claims, key=lambda c: c.order)
+        need = by_age[0].want - vol.free
+        for claim in reversed(by_age[1:]):
+            if need <= 0:
+                break
+            if not claim.give_up:
+                claim.give_up = True
+                need -= claim.reserved
 
     async def reserve(self, claim: Claim, amount: int, *, wait: bool,
                       retry_after: Callable[[], float] | None = None) -> None:
@@ -445,6 +456,7 @@ class CacheStore:
                                retry_after=max(1, min(60, math.ceil(hint))))
             self.space_waiters += 1
             claim.waiting = True
+            claim.want = amount
             try:
                 self._break_deadlock(vol)
                 self.changed()  # wake the flusher (room is needed) and given-up writers

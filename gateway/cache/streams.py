@@ -14,14 +14,18 @@ class ClosingBody:
     gets ``True`` when the source was read to its end.
     """
 
-    __slots__ = ("_closed", "_exhausted", "_on_close", "_source")
+    __slots__ = ("_checksum", "_closed", "_exhausted", "_on_close", "_source", "checksum")
 
     def __init__(self, source: AsyncIterator[bytes],
-                 on_close: Callable[[bool], Awaitable[None]] | None = None) -> None:
+                 on_close: Callable[[bool], Awaitable[None]] | None = None, *,
+                 checksum: tuple[str, str] | None = None) -> None:
         self._source = source
         self._on_close = on_close
         self._closed = False
         self._exhausted = False
+        # Like the S3 layer's verifying bodies: ``checksum`` is known once exhausted.
+        self._checksum = checksum
+        self.checksum: tuple[str, str] | None = None
 
     def __aiter__(self) -> ClosingBody:
         return self
@@ -33,6 +37,7 @@ class ClosingBody:
             return await self._source.__anext__()
         except StopAsyncIteration:
             self._exhausted = True
+            self.checksum = self._checksum
             await self.aclose()
             raise
         except BaseException:

@@ -295,7 +295,7 @@ class CacheTier:
             try:
                 return await self._put_direct(bk, overflow_body(store, spooled), meta,
                                               content_md5, if_match, if_none_match,
-                                              counted=spooled.writer.size,
+                                              counted=spooled.consumed,
                                               cleanup=lambda: spooled.discard(store))
             finally:
                 await spooled.discard(store)

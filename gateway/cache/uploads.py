@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from backends.base import (
@@ -23,7 +24,12 @@ from backends.base import (
 )
 from backends.blocking import run_blocking
 from backends.errors import InvalidPart, NoSuchUpload
-from backends.multipart import MAX_PART_NUMBER, check_completion, multipart_etag
+from backends.multipart import (
+    MAX_PART_NUMBER,
+    check_completion,
+    composite_checksum,
+    multipart_etag,
+)
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch
 from gateway.cache.listing import merge_sorted
@@ -87,9 +93,9 @@ class CachedUploads:
                               on_bytes=self._tier.count_ingest,
                               retry_after=self._tier.retry_after)
         checksum = getattr(body, "checksum", None)
-        part = Part(part_number=part_number, etag=spooled.segment.md5,
-                    size=spooled.segment.size, last_modified=store.now(),
-                    segment=spooled.segment, checksum=checksum)
+        segment = replace(spooled.segment, checksum=checksum)
+        part = Part(part_number=part_number, etag=segment.md5, size=segment.size,
+                    last_modified=store.now(), segment=segment, checksum=checksum)
 
         async def commit() -> PartInfo:
             try:
@@ -150,7 +156,8 @@ class CachedUploads:
                 now = store.now()
                 entry = Entry(bucket=bucket, key=key, state=EntryState.DIRTY,
                               seq=store.next_seq(), size=sum(s.size for s in segments),
-                              etag=multipart_etag(chosen), meta=upload.meta,
+                              etag=multipart_etag(chosen),
+                              meta=replace(upload.meta, checksum=composite_checksum(chosen)),
                               segments=segments, last_modified=now, dirty_since=now)
                 batch = Batch().delete_upload(upload_id, list(parts))
                 await store.commit(bk, entry, sync=store.sync, batch=batch)
@@ -191,10 +198,13 @@ class CachedUploads:
         inner: AsyncIterator[UploadInfo] = (
             native.iter_multipart_uploads(bucket, prefix=prefix) if native is not None
             else _empty())
-        internal = self._store.flush_uploads
+        store = self._store
         async for info in merge_sorted(mine, inner,
                                        lambda u: (u.key, u.initiated, u.upload_id)):
-            if info.upload_id not in internal:  # the flusher's own uploads are hidden
+            # The flusher's own backend uploads are hidden (by key while being created).
+            if info.upload_id not in store.flush_uploads and (
+                    info.upload_id in store.uploads
+                    or (info.bucket, info.key) not in store.flush_creating):
                 yield info
 
 

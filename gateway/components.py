@@ -1,0 +1,99 @@
+"""The composition root: the storage stack and services, built once from Settings.
+
+backend (posix | ...) -> [ThrottledBackend] -> [CacheTier] -> ObjectService
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.base import Backend
+from backends.registry import BackendOptions, create_backend
+from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ThrottleSettings
+from gateway.cache.throttle import ThrottledBackend
+from gateway.cache.tier import CacheTier
+from gateway.cache.units import parse_rate, parse_size
+from gateway.credentials import Credentials
+from gateway.metrics import Metrics
+from gateway.service import ObjectService
+from gateway.settings import Settings
+
+
+@dataclass
+class Components:
+    """Everything one gateway process runs; started and stopped by the app lifespan."""
+
+    settings: Settings
+    credentials: Credentials
+    backend: Backend  # the top of the stack (the cache tier when there is one)
+    service: ObjectService
+    metrics: Metrics
+    cache: CacheTier | None = None
+    throttle: ThrottledBackend | None = None
+    started: float = field(default_factory=time.time)
+    ready: bool = False
+
+    async def start(self) -> None:
+        if self.cache is not None:
+            await self.cache.start()
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        await self.backend.aclose()
+
+    def status(self) -> dict[str, Any]:
+        spec = self.settings.backend_spec
+        status: dict[str, Any] = {
+            "ready": self.ready,
+            "uptime_s": round(time.time() - self.started, 3),
+            "backend": {"kind": spec.kind, "args": spec.args},
+            "durability": self.settings.durability,
+            "cache": self.cache is not None,
+        }
+        if self.throttle is not None:
+            status["backend_throttle"] = {
+                "bandwidth_bytes_per_s": self.throttle.settings.bandwidth_bytes_per_s,
+                "iops": self.throttle.settings.iops,
+            }
+        if self.cache is not None:
+            status.update(self.cache.status())
+        return status
+
+
+def cache_settings(settings: Settings) -> CacheSettings:
+    capacity = parse_size(settings.cache_size)
+    volume_dir = settings.cache_dir or settings.data_dir / "cache"
+    volumes = [CacheVolumeSettings(path=volume_dir, capacity_bytes=capacity)] if capacity else []
+    return CacheSettings(volumes=volumes, durability=settings.durability,
+                         max_dirty_age_s=settings.max_dirty_age,
+                         utilization_threshold=settings.utilization_threshold,
+                         inactivity_delay_s=settings.inactivity_delay,
+                         flush_concurrency=settings.flush_concurrency)
+
+
+def build_components(settings: Settings, credentials: Credentials) -> Components:
+    """Build the stack; ValueError with a readable message for bad settings."""
+    metrics = Metrics()
+    spec = settings.backend_spec
+    backend: Backend = create_backend(spec.kind, spec.args, BackendOptions(
+        data_dir=settings.data_dir, durability=settings.durability,
+        min_part_size=settings.min_part_size))
+    throttle = None
+    bandwidth = parse_rate(settings.backend_bandwidth) if settings.backend_bandwidth else None
+    if bandwidth or settings.backend_iops:
+        throttle = ThrottledBackend(backend, ThrottleSettings(
+            bandwidth_bytes_per_s=bandwidth, iops=settings.backend_iops))
+        backend = throttle
+    cache = None
+    caching = cache_settings(settings)
+    if caching.enabled:
+        cache = CacheTier(backend, caching, index_path=settings.data_dir / "index",
+                          registry=metrics.registry, backend_bandwidth=bandwidth,
+                          min_part_size=settings.min_part_size)
+        backend = cache
+    return Components(settings=settings, credentials=credentials, backend=backend,
+                      service=ObjectService(backend), metrics=metrics, cache=cache,
+                      throttle=throttle)

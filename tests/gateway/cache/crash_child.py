@@ -1,0 +1,74 @@
+"""Child process of the crash tests: drives a CacheTier and reports every acknowledgement.
+
+Run as ``python -m tests.gateway.cache.crash_child CONFIG_JSON``. Prints ``READY``, then
+one line per acknowledged operation (``ACK <key> <seed> <size>``, ``PART <upload>
+<n> <etag>``), and ``FLUSHING`` once a flush is under way; the parent kills it with
+SIGKILL at a moment of its choosing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from backends.base import CompletedPart
+from backends.errors import BucketAlreadyOwnedByYou
+from gateway.cache.settings import CacheSettings, ThrottleSettings
+from gateway.cache.throttle import ThrottledBackend
+from gateway.cache.tier import CacheTier
+from tests.gateway.cache.conftest import BUCKET, META, body, payload, posix_backend
+
+
+def say(*words: object) -> None:
+    print(*words, flush=True)
+
+
+async def main(cfg: dict[str, Any]) -> None:
+    inner = posix_backend(Path(cfg["backend_root"]))
+    if cfg.get("throttle") or cfg.get("iops"):
+        inner = ThrottledBackend(inner, ThrottleSettings(
+            bandwidth_bytes_per_s=cfg.get("throttle"), iops=cfg.get("iops")))
+    tier = CacheTier(inner, CacheSettings(**cfg["settings"]),
+                     index_path=Path(cfg["index_path"]), min_part_size=4096)
+    await tier.start()
+    try:
+        await tier.create_bucket(BUCKET)
+    except BucketAlreadyOwnedByYou:
+        pass
+    say("READY")
+    mode, count, size = cfg["mode"], cfg["count"], cfg["size"]
+    if mode == "puts":
+        for i in range(count):
+            seed = cfg.get("seed0", 0) + i
+            key = f"k{i % cfg.get('keys', count)}"
+            await tier.put_object(BUCKET, key, body(payload(size, seed), 4096), meta=META)
+            say("ACK", key, seed, size)
+        if cfg.get("delete_after"):
+            for i in range(count):
+                await tier.delete_object(BUCKET, f"k{i}")
+                say("DEL", f"k{i}")
+    elif mode == "multipart":
+        up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
+        say("UPLOAD", up.upload_id)
+        parts = []
+        for n in range(1, count + 1):
+            info = await tier.upload_part(BUCKET, "mp", up.upload_id, n,
+                                          body(payload(size, 1000 + n), 4096))
+            parts.append(CompletedPart(n, info.etag))
+            say("PART", n, info.etag)
+        if cfg.get("complete"):
+            done = await tier.complete_multipart_upload(BUCKET, "mp", up.upload_id, parts)
+            say("COMPLETE", done.etag)
+    if cfg.get("report_flushing"):
+        while tier.status()["flush_bytes_total"] == 0:
+            await asyncio.sleep(0.005)
+        say("FLUSHING")
+    say("DONE")
+    await asyncio.sleep(3600)  # wait to be killed
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(Path(sys.argv[1]).read_text())))

@@ -1,0 +1,141 @@
+"""Multipart uploads held in the cache; completion references part files."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.base import CompletedPart, RangeRequest
+from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
+from backends.multipart import multipart_etag
+from tests.gateway.cache.conftest import (
+    BUCKET,
+    META,
+    Env,
+    body,
+    payload,
+    read_all,
+)
+
+KiB = 1024
+
+
+async def test_complete_is_an_index_operation_and_flush_keeps_etag(env: Env) -> None:
+    tier = await env.tier()
+    up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
+    assert [u.upload_id async for u in tier.iter_multipart_uploads(BUCKET)] == [up.upload_id]
+    data = [payload(6 * KiB, seed=i) for i in range(3)]
+    infos = [await tier.upload_part(BUCKET, "mp", up.upload_id, i + 1, body(d))
+             for i, d in enumerate(data)]
+    # Replacing a part frees the earlier file.
+    files_before = env.cache_files()
+    infos[1] = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(data[1]))
+    assert len(env.cache_files()) == len(files_before)
+    files_before = env.cache_files()
+    assert [p.part_number for p in await tier.list_parts(BUCKET, "mp", up.upload_id)] == [1, 2, 3]
+    used_before = tier.status()["cache_used_bytes"]
+    info = await tier.complete_multipart_upload(
+        BUCKET, "mp", up.upload_id, [CompletedPart(i.part_number, i.etag) for i in infos])
+    assert info.etag == multipart_etag(infos) and info.size == 18 * KiB
+    assert tier.status()["cache_used_bytes"] == used_before  # no data copied
+    assert env.cache_files() == files_before
+    assert [u async for u in tier.iter_multipart_uploads(BUCKET)] == []
+    whole = b"".join(data)
+    assert await read_all(await tier.get_object(BUCKET, "mp")) == whole
+    for first, last in ((6 * KiB - 10, 6 * KiB + 9), (100, 17 * KiB), (12 * KiB, 12 * KiB)):
+        got = await read_all(await tier.get_object(
+            BUCKET, "mp", byte_range=RangeRequest(first=first, last=last)))
+        assert got == whole[first:last + 1]  # ranges across part files
+    await tier.wait_flushed()
+    backend = env.backend()
+    stored = await backend.head_object(BUCKET, "mp")
+    assert stored.etag == info.etag
+    assert await read_all(await backend.get_object(BUCKET, "mp")) == b"".join(data)
+
+
+async def test_completion_errors_and_abort(env: Env) -> None:
+    tier = await env.tier()
+    up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
+    p1 = await tier.upload_part(BUCKET, "mp", up.upload_id, 1, body(b"small"))
+    p2 = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"last"))
+    with pytest.raises(EntityTooSmall):
+        await tier.complete_multipart_upload(
+            BUCKET, "mp", up.upload_id, [CompletedPart(1, p1.etag), CompletedPart(2, p2.etag)])
+    with pytest.raises(InvalidPartOrder):
+        await tier.complete_multipart_upload(
+            BUCKET, "mp", up.upload_id, [CompletedPart(2, p2.etag), CompletedPart(1, p1.etag)])
+    with pytest.raises(InvalidPart):
+        await tier.complete_multipart_upload(BUCKET, "mp", up.upload_id,
+                                             [CompletedPart(1, "0" * 32)])
+    with pytest.raises(NoSuchUpload):
+        await tier.upload_part(BUCKET, "other-key", up.upload_id, 1, body(b"x"))
+    await tier.abort_multipart_upload(BUCKET, "mp", up.upload_id)
+    with pytest.raises(NoSuchUpload):
+        await tier.list_parts(BUCKET, "mp", up.upload_id)
+    with pytest.raises(NoSuchUpload):
+        await tier.abort_multipart_upload(BUCKET, "mp", up.upload_id)
+    assert tier.status()["cache_used_bytes"] == 0 and env.cache_files() == set()
+
+
+async def test_single_part_completion_and_unused_parts_freed(env: Env) -> None:
+    tier = await env.tier()
+    up = await tier.create_multipart_upload(BUCKET, "one", meta=META)
+    p1 = await tier.upload_part(BUCKET, "one", up.upload_id, 1, body(b"only part"))
+    await tier.upload_part(BUCKET, "one", up.upload_id, 2, body(b"never used"))
+    info = await tier.complete_multipart_upload(BUCKET, "one", up.upload_id,
+                                                [CompletedPart(1, p1.etag)])
+    assert info.etag.endswith("-1")
+    assert len(env.cache_files()) == 1
+    await tier.wait_flushed()
+    backend = env.backend()
+    assert (await backend.head_object(BUCKET, "one")).etag == info.etag
+    assert await read_all(await backend.get_object(BUCKET, "one")) == b"only part"
+
+
+async def test_uploads_survive_restart(env: Env) -> None:
+    tier = await env.tier()
+    up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
+    p1 = await tier.upload_part(BUCKET, "mp", up.upload_id, 1, body(payload(5 * KiB)))
+    await env.close(tier)
+    tier = await env.tier(create_bucket=False)
+    assert [p.etag for p in await tier.list_parts(BUCKET, "mp", up.upload_id)] == [p1.etag]
+    p2 = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"tail"))
+    await tier.complete_multipart_upload(
+        BUCKET, "mp", up.upload_id, [CompletedPart(1, p1.etag), CompletedPart(2, p2.etag)])
+    assert await read_all(await tier.get_object(BUCKET, "mp")) == payload(5 * KiB) + b"tail"
+
+
+class _VerifyingBody:
+    """Like the S3 layer's verifying bodies: ``checksum`` is set once exhausted."""
+
+    def __init__(self, data: bytes, checksum: tuple[str, str]) -> None:
+        self._chunks = iter([data])
+        self._checksum = checksum
+        self.checksum: tuple[str, str] | None = None
+
+    def __aiter__(self) -> _VerifyingBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self.checksum = self._checksum
+            raise StopAsyncIteration from None
+
+
+async def test_part_checksums_give_the_composite_checksum_in_cache_and_backend(
+        env: Env) -> None:
+    tier = await env.tier()
+    up = await tier.create_multipart_upload(BUCKET, "ck", meta=META)
+    data = [payload(5 * KiB, 1), b"tail"]
+    sums = [("CRC32", "AAAAAA=="), ("CRC32", "AQIDBA==")]
+    infos = [await tier.upload_part(BUCKET, "ck", up.upload_id, n + 1,
+                                    _VerifyingBody(d, sums[n]))  # type: ignore[arg-type]
+             for n, d in enumerate(data)]
+    assert [p.checksum for p in await tier.list_parts(BUCKET, "ck", up.upload_id)] == sums
+    info = await tier.complete_multipart_upload(
+        BUCKET, "ck", up.upload_id, [CompletedPart(i.part_number, i.etag) for i in infos])
+    assert info.meta.checksum is not None and info.meta.checksum[1].endswith("-2")
+    await tier.wait_flushed()
+    stored = await env.backend().head_object(BUCKET, "ck")
+    assert (stored.etag, stored.meta.checksum) == (info.etag, info.meta.checksum)
