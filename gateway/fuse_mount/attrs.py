@@ -1,0 +1,107 @@
+"""File attributes: what ``stat`` shows for objects and prefixes, and a short TTL cache."""
+
+from __future__ import annotations
+
+import stat
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.fuse_mount.store import ObjectMeta
+
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    is_dir: bool
+    size: int = 0
+    mtime: float = 0.0
+    mode: int | None = None  # permission bits; None: the default for the kind
+    uid: int | None = None
+    gid: int | None = None
+
+    @classmethod
+    def of_object(cls, meta: ObjectMeta) -> Attr:
+        """Attributes of a file object; user metadata (mode, uid, gid, mtime) wins."""
+        return cls(False, meta.size, _float(meta.metadata, "mtime") or meta.mtime,
+                   _int(meta.metadata, "mode", 8), _int(meta.metadata, "uid"),
+                   _int(meta.metadata, "gid"))
+
+    def to_stat(self, *, uid: int, gid: int, block_size: int) -> dict[str, Any]:
+        kind = stat.S_IFDIR if self.is_dir else stat.S_IFREG
+        mode = self.mode if self.mode is not None else (DIR_MODE if self.is_dir else FILE_MODE)
+        return {
+            "st_mode": kind | (mode & 0o7777), "st_nlink": 1 if not self.is_dir else 2,
+            "st_size": self.size, "st_uid": self.uid if self.uid is not None else uid,
+            "st_gid": self.gid if self.gid is not None else gid,
+            "st_mtime": self.mtime, "st_ctime": self.mtime, "st_atime": self.mtime,
+            "st_blksize": block_size, "st_blocks": (self.size + 511) // 512,
+        }
+
+
+def metadata_for(*, mode: int | None = None, uid: int | None = None, gid: int | None = None,
+                 mtime: float | None = None) -> dict[str, str]:
+    """User metadata recording the given attributes (the keys ``Attr.of_object`` reads)."""
+    values: dict[str, str] = {}
+    if mode is not None:
+        values["mode"] = format(mode & 0o7777, "o")
+    if uid is not None:
+        values["uid"] = str(uid)
+    if gid is not None:
+        values["gid"] = str(gid)
+    if mtime is not None:
+        values["mtime"] = f"{mtime:.9f}"
+    return values
+
+
+def _int(metadata: Mapping[str, str], name: str, base: int = 10) -> int | None:
+    try:
+        return int(metadata[name], base)
+    except (KeyError, ValueError):
+        return None
+
+
+def _float(metadata: Mapping[str, str], name: str) -> float | None:
+    try:
+        return float(metadata[name])
+    except (KeyError, ValueError):
+        return None
+
+
+class AttrCache:
+    """path -> Attr (or None: known missing) for ``ttl`` seconds; thread-safe."""
+
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, Attr | None]] = {}
+
+    def get(self, path: str) -> tuple[bool, Attr | None]:
+        """(hit, attr): ``hit`` False when nothing fresh is known about ``path``."""
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None or entry[0] < time.monotonic():
+                return False, None
+            return True, entry[1]
+
+    def put(self, path: str, attr: Attr | None) -> None:
+        if self._ttl <= 0:
+            return
+        with self._lock:
+            if len(self._entries) > 100_000:
+                self._entries.clear()
+            self._entries[path] = (time.monotonic() + self._ttl, attr)
+
+    def invalidate(self, path: str) -> None:
+        with self._lock:
+            self._entries.pop(path, None)
+
+    def invalidate_tree(self, path: str) -> None:
+        with self._lock:
+            prefix = path.rstrip("/") + "/"
+            for p in [p for p in self._entries if p == path or p.startswith(prefix)]:
+                del self._entries[p]

@@ -1,0 +1,163 @@
+"""``squall mount ENDPOINT BUCKET MOUNTPOINT``: the command line of the FUSE client.
+
+``register`` adds the subcommand to the ``squall`` parser; ``run`` executes it and
+returns the exit code (2 for every usage, mountpoint, endpoint or credential error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from backends.errors import NoSuchBucket, StorageError
+from gateway.cache.units import parse_size
+from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
+from gateway.fuse_mount.settings import (
+    MountSettings,
+    SettingsError,
+    check_mountpoint,
+    credentials_from_env,
+)
+
+log = logging.getLogger("gateway.fuse_mount")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``mount`` subcommand."""
+    p = subparsers.add_parser(
+        "mount", help="mount a bucket as a directory (FUSE)",
+        description="Mount BUCKET of the S3 endpoint ENDPOINT on MOUNTPOINT. Credentials come "
+                    "from SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY or AWS_ACCESS_KEY_ID/"
+                    "AWS_SECRET_ACCESS_KEY. Runs until unmounted (fusermount3 -u MOUNTPOINT) "
+                    "or stopped with SIGTERM/SIGINT.")
+    p.add_argument("endpoint", help="gateway URL, e.g. http://127.0.0.1:9000")
+    p.add_argument("bucket", help="bucket to mount")
+    p.add_argument("mountpoint", type=Path, help="an existing, empty directory")
+    p.add_argument("--background", action="store_true",
+                   help="return once the mount is ready and keep serving in the background")
+    p.add_argument("--block-size", default="8MiB",
+                   help="upload part and read-ahead block size, at least 5MiB (default 8MiB)")
+    p.add_argument("--readahead", default="16MiB",
+                   help="bytes prefetched ahead of sequential reads; 0 disables (default 16MiB)")
+    p.add_argument("--attr-timeout", type=float, default=1.0,
+                   help="seconds attributes of files not open here are cached (default 1)")
+    p.add_argument("--region", default="us-east-1", help="signing region (default us-east-1)")
+    p.add_argument("--max-inflight", type=int, default=2,
+                   help="parts of one open file uploading at once (memory: about "
+                        "(N+1) x block size per file being written; default 2)")
+    p.add_argument("--max-attempts", type=int, default=5,
+                   help="tries of each S3 request, with backoff, before the file operation "
+                        "fails (EIO; ENOSPC while the gateway answers 503 SlowDown; default 5)")
+    p.add_argument("--staging-dir", type=Path,
+                   help="directory for staging files of randomly written files (default $TMPDIR)")
+    p.add_argument("--log-file", type=Path, help="append logs here (default: stderr)")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, then mount in the foreground (or hand over to a background process)."""
+    _configure_logging(args)
+    try:
+        settings = MountSettings(
+            endpoint=args.endpoint.rstrip("/"), bucket=args.bucket,
+            mountpoint=args.mountpoint.absolute(), credentials=credentials_from_env(),
+            block_size=parse_size(args.block_size), readahead=parse_size(args.readahead),
+            attr_timeout=args.attr_timeout, region=args.region,
+            max_inflight=args.max_inflight, staging_dir=args.staging_dir,
+            max_attempts=args.max_attempts)
+        check_mountpoint(settings.mountpoint)
+        _check_bucket(settings)
+    except (SettingsError, ValueError) as exc:
+        return _fail(args, str(exc))
+    if args.background:
+        return _spawn_background(args)
+    from gateway.fuse_mount.mount import MountFailed, UnsavedFiles, run_mount
+
+    try:
+        run_mount(settings, on_ready=lambda: _report_ready(args))
+    except MountFailed as exc:
+        return _fail(args, f"cannot mount {settings.mountpoint}: {exc}")
+    except UnsavedFiles as exc:
+        print(f"squall mount: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check_bucket(settings: MountSettings) -> None:
+    from gateway.fuse_mount.mount import build_store
+
+    try:
+        build_store(settings, max_attempts=min(2, settings.max_attempts)).check_bucket()
+    except EndpointUnreachable as exc:
+        raise SettingsError(f"cannot reach endpoint {settings.endpoint}: {exc}") from exc
+    except NoSuchBucket as exc:
+        raise SettingsError(f"bucket {settings.bucket!r} does not exist at "
+                            f"{settings.endpoint}") from exc
+    except StorageError as exc:
+        if errno_for(exc) == errno.EACCES:
+            raise SettingsError(f"access to bucket {settings.bucket!r} denied: check the "
+                                f"credentials ({exc.message})") from exc
+        raise SettingsError(f"bucket {settings.bucket!r}: {exc.message}") from exc
+
+
+def _spawn_background(args: argparse.Namespace) -> int:
+    """Start the mount as a detached process; return once it reports ready (or failed)."""
+    read_fd, write_fd = os.pipe()
+    argv = [sys.executable, "-m", "gateway.fuse_mount", "mount", args.endpoint, args.bucket,
+            str(args.mountpoint.absolute()), "--block-size", args.block_size,
+            "--readahead", args.readahead, "--attr-timeout", str(args.attr_timeout),
+            "--region", args.region, "--max-inflight", str(args.max_inflight),
+            "--max-attempts", str(args.max_attempts),
+            "--log-level", args.log_level, "--ready-fd", str(write_fd)]
+    if args.staging_dir:
+        argv += ["--staging-dir", str(args.staging_dir.absolute())]
+    if args.log_file:
+        argv += ["--log-file", str(args.log_file.absolute())]
+    with open(os.devnull, "r+b") as null:
+        child = subprocess.Popen(argv, stdin=null, stdout=null, stderr=null,
+                                 pass_fds=(write_fd,), start_new_session=True, cwd="/")
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        message = pipe.read().decode(errors="replace").strip()
+    if message == "ready":
+        print(f"squall mount: {args.bucket} mounted on {args.mountpoint} (pid {child.pid})",
+              file=sys.stderr)
+        return 0
+    child.wait()
+    print(f"squall mount: {message or f'mount process exited with {child.returncode}'}",
+          file=sys.stderr)
+    return 2
+
+
+def _report_ready(args: argparse.Namespace) -> None:
+    if args.ready_fd is not None:
+        os.write(args.ready_fd, b"ready\n")
+        os.close(args.ready_fd)
+        args.ready_fd = None
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    if args.ready_fd is not None:
+        os.write(args.ready_fd, message.encode())
+        os.close(args.ready_fd)
+        args.ready_fd = None
+    else:
+        print(f"squall mount: {message}", file=sys.stderr)
+    return 2
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    handler: logging.Handler = (logging.FileHandler(args.log_file) if args.log_file
+                                else logging.StreamHandler(sys.stderr))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    log.setLevel(args.log_level.upper())

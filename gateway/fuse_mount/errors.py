@@ -1,0 +1,118 @@
+"""Storage errors at the S3 client edge, and the one table from error to errno.
+
+``translate`` turns botocore exceptions into the typed errors of :mod:`backends.errors`
+(plus the wire-only access errors of :mod:`gateway.s3api.errors`) and logs each failure
+with its S3 request id; ``errno_for`` maps any exception to the errno a FUSE call returns.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from backends import errors as se
+from backends.errors import StorageError
+from gateway.s3api import errors as pe
+
+log = logging.getLogger(__name__)
+
+
+class EndpointUnreachable(se.ServiceUnavailable):
+    """The S3 endpoint could not be reached."""
+
+
+class UploadFailed(StorageError):
+    """An earlier upload of this open file failed; its data was not stored."""
+
+
+# S3 error code -> typed error class (constructed without arguments where possible).
+_BY_CODE: dict[str, type[StorageError]] = {
+    "NoSuchKey": se.NoSuchKey,
+    "NoSuchBucket": se.NoSuchBucket,
+    "NoSuchUpload": se.NoSuchUpload,
+    "InvalidPart": se.InvalidPart,
+    "InvalidPartOrder": se.InvalidPartOrder,
+    "EntityTooSmall": se.EntityTooSmall,
+    "EntityTooLarge": se.EntityTooLarge,
+    "KeyTooLongError": se.KeyTooLong,
+    "PreconditionFailed": se.PreconditionFailed,
+    "InvalidRange": se.InvalidRange,
+    "SlowDown": se.SlowDown,
+    "ServiceUnavailable": se.ServiceUnavailable,
+    "AccessDenied": pe.AccessDenied,
+    "InvalidAccessKeyId": pe.InvalidAccessKeyId,
+    "SignatureDoesNotMatch": pe.SignatureDoesNotMatch,
+    "InvalidArgument": pe.InvalidArgument,
+}
+
+# HEAD responses have no body: only the status tells what happened.
+_BY_STATUS: dict[int, type[StorageError]] = {
+    403: pe.AccessDenied,
+    404: se.NoSuchKey,
+    412: se.PreconditionFailed,
+    416: se.InvalidRange,
+    503: se.SlowDown,
+}
+
+# First matching class (in order, by isinstance) decides the errno; anything else is EIO.
+_ERRNO: tuple[tuple[type[BaseException], int], ...] = (
+    (se.NoSuchKey, errno.ENOENT),
+    (se.NoSuchBucket, errno.ENOENT),
+    (pe.AccessDenied, errno.EACCES),
+    (pe.InvalidAccessKeyId, errno.EACCES),
+    (pe.SignatureDoesNotMatch, errno.EACCES),
+    (se.SlowDown, errno.ENOSPC),
+    (se.EntityTooLarge, errno.EFBIG),
+    (se.KeyTooLong, errno.ENAMETOOLONG),
+    (se.PreconditionFailed, errno.ESTALE),
+)
+
+
+def _build(cls: type[StorageError], bucket: str, key: str, message: str) -> StorageError:
+    if cls is se.NoSuchKey:
+        return se.NoSuchKey(bucket, key)
+    if cls is se.NoSuchBucket:
+        return se.NoSuchBucket(bucket)
+    if cls is se.NoSuchUpload:
+        return se.NoSuchUpload("")
+    if cls is se.InvalidRange:
+        return se.InvalidRange(0)
+    return cls(message)
+
+
+@contextmanager
+def translate(operation: str, bucket: str, key: str = "") -> Iterator[None]:
+    """Raise our typed error ``from`` any botocore error raised inside the block."""
+    try:
+        yield
+    except ClientError as exc:
+        response = exc.response
+        meta = response.get("ResponseMetadata", {})
+        status = int(meta.get("HTTPStatusCode", 0))
+        code = str(response.get("Error", {}).get("Code", ""))
+        message = str(response.get("Error", {}).get("Message", ""))
+        request_id = meta.get("RequestId") or meta.get("HTTPHeaders", {}).get(
+            "x-amz-request-id", "-")
+        cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or se.BackendError
+        quiet = cls is se.NoSuchKey and operation in ("HeadObject", "GetObject")
+        (log.debug if quiet else log.warning)(
+            "%s %s/%s failed: %s %s (request id %s)", operation, bucket, key, status,
+            code or "-", request_id)
+        raise _build(cls, bucket, key, message or code) from exc
+    except BotoCoreError as exc:
+        log.warning("%s %s/%s failed: %s", operation, bucket, key, exc)
+        raise EndpointUnreachable(str(exc)) from exc
+
+
+def errno_for(exc: BaseException) -> int:
+    """The errno a FUSE operation returns for ``exc``."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    for cls, number in _ERRNO:
+        if isinstance(exc, cls):
+            return number
+    return errno.EIO

@@ -1,0 +1,56 @@
+"""Run one mount in the foreground until it is unmounted (fusermount3 -u, SIGTERM, SIGINT)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mfusepy
+
+from gateway.fuse_mount.operations import BucketOperations
+from gateway.fuse_mount.settings import MountSettings
+from gateway.fuse_mount.store import ObjectStore
+
+
+class MountFailed(RuntimeError):
+    """libfuse could not mount (or run) the file system."""
+
+
+class UnsavedFiles(RuntimeError):
+    """Files still open at unmount could not be stored (their previous versions stay)."""
+
+
+class _FUSE(mfusepy.FUSE):
+    """mfusepy's FUSE, passing renameat2 flags on (it drops them) so that they are honoured."""
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return int(self.operations.rename(old.decode(self.encoding, self.errors),
+                                          new.decode(self.encoding, self.errors), flags))
+
+
+def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> ObjectStore:
+    return ObjectStore(settings.endpoint, settings.bucket, settings.credentials,
+                       region=settings.region, max_attempts=max_attempts or settings.max_attempts,
+                       pool_size=4 * settings.threads)
+
+
+def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = None) -> None:
+    """Mount and serve requests; returns after a clean unmount.
+
+    libfuse handles SIGTERM, SIGINT and SIGHUP: the request loop stops, the kernel mount
+    is detached, then ``destroy`` completes the uploads of files still open.
+    """
+    operations = BucketOperations(build_store(settings), settings, on_ready=on_ready)
+    timeout = settings.attr_timeout
+    try:
+        _FUSE(operations, str(settings.mountpoint), foreground=True, nothreads=False,
+                     fsname=f"squall:{settings.bucket}", subtype="squall",
+                     attr_timeout=timeout, entry_timeout=timeout, negative_timeout=0,
+                     hard_remove=True)
+    except RuntimeError as exc:
+        # A loop stopped by SIGTERM/SIGINT also returns non-zero: that is a clean unmount
+        # when destroy() ran (every open file was completed).
+        if not operations.destroyed:
+            raise MountFailed(f"libfuse failed with status {exc}") from exc
+    if operations.unsaved:
+        raise UnsavedFiles(f"could not store {len(operations.unsaved)} file(s) open at "
+                           f"unmount: {', '.join(operations.unsaved)}")

@@ -1,0 +1,330 @@
+"""A file open for writing: the state machine that streams or stages its bytes.
+
+States (changed only under ``lock``):
+
+* ``PRISTINE``  an existing object opened without O_TRUNC, unchanged so far; reads are
+  ranged GETs of that version.
+* ``STREAMING`` bytes ``[0, flushed)`` are already at the gateway (a server-side copy of
+  the committed version, ``base``, and/or parts of an open multipart upload); bytes
+  ``[flushed, size)`` are in a memory buffer shorter than one block. Sequential writes
+  (and any write at or after ``flushed``) stay here: each full block becomes a part,
+  uploaded in the background with at most ``max_inflight`` parts in flight.
+* ``STAGED``    the whole file is in a local staging file (random writes before
+  ``flushed``, reads of streamed data, truncation below ``flushed``, or writes into a
+  big existing object); ``commit`` uploads it whole.
+* ``FAILED``    an upload failed: every later call raises :class:`UploadFailed` (EIO);
+  release aborts the upload and the previous version of the object stays.
+
+``commit`` (fsync, flush on close) makes everything written so far the object at the
+gateway; the file stays open and writable afterwards.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from backends.errors import StorageError
+from gateway.fuse_mount.errors import UploadFailed
+from gateway.fuse_mount.store import ObjectMeta, ObjectStore
+from gateway.fuse_mount.upload import PartUploader
+
+log = logging.getLogger(__name__)
+
+
+class State(enum.Enum):
+    PRISTINE = "pristine"
+    STREAMING = "streaming"
+    STAGED = "staged"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteConfig:
+    block_size: int
+    max_inflight: int = 2
+    staging_dir: Path | None = None
+
+
+class OpenFile:
+    """One open-for-writing file of the mount (shared by every handle of its path)."""
+
+    def __init__(self, store: ObjectStore, key: str, *, config: WriteConfig, pool: Executor,
+                 existing: ObjectMeta | None, truncate: bool,
+                 metadata: Mapping[str, str] | None = None) -> None:
+        self.lock = threading.RLock()
+        self.key = key
+        self._store = store
+        self._cfg = config
+        self._pool = pool
+        keep = existing is not None and not truncate
+        self.metadata: dict[str, str] = dict(existing.metadata) if keep and existing else {}
+        self.metadata.update(metadata or {})
+        self.mtime = time.time()
+        self._existing = existing
+        self._buf = bytearray()
+        self._flushed = 0
+        self._base: tuple[str, int] | None = None  # (etag, length) of the committed object
+        self._uploader: PartUploader | None = None
+        self._staging: int | None = None
+        self._error: BaseException | None = None
+        self.unlinked = False
+        self.handles = 0
+        if keep and existing is not None:
+            self.state, self.size, self.dirty = State.PRISTINE, existing.size, False
+        else:
+            self.state, self.size, self.dirty = State.STREAMING, 0, True
+
+    # -- the calls of the FUSE operations ------------------------------------------------
+    def write(self, offset: int, data: bytes) -> int:
+        with self.lock, self._guard():
+            if self.state is State.PRISTINE:
+                self._leave_pristine(append=offset == self.size)
+            if self.state is State.STREAMING and offset < self._flushed:
+                self._stage()
+            if self.state is State.STREAMING:
+                if offset > self.size:
+                    self._append_zeros(offset - self.size)
+                rel = offset - self._flushed
+                self._buf[rel:rel + len(data)] = data
+                self.size = max(self.size, offset + len(data))
+                self._drain()
+            else:
+                assert self._staging is not None
+                os.pwrite(self._staging, data, offset)
+                self.size = max(self.size, offset + len(data))
+            self.dirty = True
+            self.mtime = time.time()
+            return len(data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self.lock:
+            if self.state is State.FAILED:
+                raise UploadFailed(resource=self.key) from self._error
+            end = min(self.size, offset + size)
+            if offset >= end:
+                return b""
+            if self.state is State.PRISTINE and self._existing is not None:
+                return self._store.get_range(self.key, offset, end,
+                                             if_match=self._existing.etag)
+            if self.state is State.STREAMING:
+                if offset >= self._flushed:
+                    return bytes(self._buf[offset - self._flushed:end - self._flushed])
+                if self._base is not None and end <= self._base[1]:
+                    return self._store.get_range(self.key, offset, end, if_match=self._base[0])
+            with self._guard():
+                if self.state is State.STREAMING:
+                    self._stage()
+                assert self._staging is not None
+                return os.pread(self._staging, end - offset, offset)
+
+    def truncate(self, length: int) -> None:
+        with self.lock, self._guard():
+            if self.state is State.PRISTINE and self._existing is not None:
+                if length == 0:
+                    self._reset()
+                elif self._existing.size <= self._cfg.block_size:
+                    self._leave_pristine(append=False)
+                else:
+                    self._staging = self._download(min(length, self.size), self._existing.etag)
+                    self.state = State.STAGED
+            if self.state is State.STREAMING:
+                if length == 0:
+                    self._reset()
+                elif length < self._flushed:
+                    self._stage()
+                elif length <= self.size:
+                    del self._buf[length - self._flushed:]
+                else:
+                    self._append_zeros(length - self.size)
+            if self.state is State.STAGED:
+                assert self._staging is not None
+                os.ftruncate(self._staging, length)
+            self.size = length
+            self.dirty = True
+            self.mtime = time.time()
+
+    def set_metadata(self, **values: str) -> None:
+        """Record attributes (mode, uid, gid, mtime) stored with the next commit."""
+        with self.lock:
+            self.metadata.update(values)
+            if "mtime" in values:
+                self.mtime = float(values["mtime"])
+            self.dirty = True
+
+    def commit(self) -> None:
+        """Make everything written so far the object at the gateway (fsync, close)."""
+        with self.lock, self._guard():
+            if self.unlinked or not self.dirty:
+                return
+            if self.state is State.PRISTINE and self._existing is not None:
+                etag = self._store.copy(self.key, self.key, metadata=self.metadata)
+                self._existing = replace(self._existing, etag=etag)
+            elif self.state is State.STREAMING:
+                self._commit_streaming()
+            elif self.state is State.STAGED:
+                self._upload_staged()
+            self.dirty = False
+
+    def release(self) -> None:
+        """Last handle closed (or unmount): commit if needed, then free everything."""
+        with self.lock:
+            try:
+                if self.state is not State.FAILED:
+                    self.commit()
+            finally:
+                if self._uploader is not None:
+                    self._uploader.abort()
+                    self._uploader = None
+                self._close_staging()
+
+    def rebind(self, key: str, etag: str) -> None:
+        """The committed object was renamed to ``key`` (its copy has ``etag``)."""
+        with self.lock:
+            self.key = key
+            if self._base is not None:
+                self._base = (etag, self._base[1])
+            if self._existing is not None:
+                self._existing = replace(self._existing, key=key, etag=etag)
+
+    # -- internals -----------------------------------------------------------------------
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        if self.state is State.FAILED:
+            raise UploadFailed(resource=self.key) from self._error
+        try:
+            yield
+        except (StorageError, OSError) as exc:
+            log.error("writing %s failed; the file's data is not stored: %r", self.key, exc)
+            self.state = State.FAILED
+            self._error = exc
+            if self._uploader is not None:
+                self._uploader.abort()
+                self._uploader = None
+            raise
+
+    def _leave_pristine(self, *, append: bool) -> None:
+        meta = self._existing
+        assert meta is not None
+        if meta.size <= self._cfg.block_size:
+            self._buf = bytearray(self._store.get_range(self.key, 0, meta.size,
+                                                        if_match=meta.etag))
+            self.state = State.STREAMING
+        elif append:
+            self._base = (meta.etag, meta.size)
+            self._flushed = meta.size
+            self.state = State.STREAMING
+        else:
+            self._staging = self._download(meta.size, meta.etag)
+            self.state = State.STAGED
+
+    def _reset(self) -> None:
+        if self._uploader is not None:
+            self._uploader.abort()
+            self._uploader = None
+        self._close_staging()
+        self._buf = bytearray()
+        self._flushed = 0
+        self._base = None
+        self.state = State.STREAMING
+
+    def _append_zeros(self, count: int) -> None:
+        while count > 0:
+            chunk = min(count, self._cfg.block_size)
+            self._buf.extend(bytes(chunk))
+            self.size += chunk
+            count -= chunk
+            self._drain()
+
+    def _drain(self) -> None:
+        block = self._cfg.block_size
+        while len(self._buf) >= block:
+            if self._uploader is None:
+                self._uploader = self._new_uploader()
+            part = bytes(self._buf[:block])
+            del self._buf[:block]
+            self._flushed += block
+            self._uploader.add(part)
+        if self._uploader is not None:
+            self._uploader.check()
+
+    def _new_uploader(self) -> PartUploader:
+        uploader = PartUploader(self._store, self.key, self.metadata, self._pool,
+                                max_inflight=self._cfg.max_inflight)
+        if self._base is not None:
+            uploader.add_copy(self.key, 0, self._base[1], if_match=self._base[0])
+        return uploader
+
+    def _commit_streaming(self) -> str:
+        if self._uploader is None and self._base is None:
+            return self._store.put(self.key, bytes(self._buf), self.metadata)
+        if self._uploader is None:
+            self._uploader = self._new_uploader()
+        if self._buf:
+            self._uploader.add(bytes(self._buf))
+        etag = self._uploader.complete()
+        self._uploader = None
+        # The buffered tail stays in memory; [0, flushed) is now a prefix of the object.
+        self._base = (etag, self._flushed) if self._flushed else None
+        return etag
+
+    def _stage(self) -> None:
+        """STREAMING -> STAGED: the whole content moves to a local staging file."""
+        if self._flushed == 0:
+            fd = self._new_staging()
+        else:
+            etag = self._commit_streaming()
+            fd = self._download(self._flushed, etag)
+        os.pwrite(fd, bytes(self._buf), self._flushed)
+        self._buf = bytearray()
+        self._base = None
+        self._staging = fd
+        self.state = State.STAGED
+
+    def _new_staging(self) -> int:
+        return _anonymous_file(self._cfg.staging_dir)
+
+    def _download(self, length: int, etag: str) -> int:
+        fd = self._new_staging()
+        try:
+            for start in range(0, length, self._cfg.block_size):
+                end = min(length, start + self._cfg.block_size)
+                os.pwrite(fd, self._store.get_range(self.key, start, end, if_match=etag), start)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _upload_staged(self) -> None:
+        assert self._staging is not None
+        size, block = self.size, self._cfg.block_size
+        if size <= block:
+            self._store.put(self.key, os.pread(self._staging, size, 0), self.metadata)
+            return
+        self._uploader = PartUploader(self._store, self.key, self.metadata, self._pool,
+                                      max_inflight=self._cfg.max_inflight)
+        for start in range(0, size, block):
+            self._uploader.add(os.pread(self._staging, min(block, size - start), start))
+        self._uploader.complete()
+        self._uploader = None
+
+    def _close_staging(self) -> None:
+        if self._staging is not None:
+            os.close(self._staging)
+            self._staging = None
+
+
+def _anonymous_file(directory: Path | None) -> int:
+    """A read-write file descriptor of an unnamed temporary file (gone when closed)."""
+    fd, name = tempfile.mkstemp(prefix="squall-mount-", dir=directory)
+    os.unlink(name)
+    return fd

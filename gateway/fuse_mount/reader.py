@@ -1,0 +1,71 @@
+"""Reads of one object version: sequential read-ahead in blocks, ranged GETs otherwise."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor, Future
+
+from gateway.fuse_mount.store import ObjectMeta, ObjectStore
+
+
+class ReadAhead:
+    """Serves reads of ``meta`` (pinned by its ETag: a changed object reads as ESTALE).
+
+    A read that continues the previous one (or lands in a block already fetched) is
+    sequential: it is served from whole blocks fetched with ranged GETs, and the next
+    ``window`` blocks are prefetched in the background. At most ``window + 2`` blocks are
+    held. Any other read is a ranged GET of exactly the bytes asked for.
+    """
+
+    def __init__(self, store: ObjectStore, meta: ObjectMeta, *, block_size: int,
+                 window: int, pool: Executor) -> None:
+        self._store = store
+        self.meta = meta
+        self._block = block_size
+        self._window = window
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._blocks: dict[int, Future[bytes]] = {}
+        self._last_end = 0
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self.meta.size)
+        if offset >= end:
+            return b""
+        first, last = offset // self._block, (end - 1) // self._block
+        with self._lock:
+            sequential = offset == self._last_end or first in self._blocks
+            self._last_end = end
+            if sequential:
+                futures = [f for i in range(first, last + 1) if (f := self._fetch(i))]
+                for i in range(last + 1, last + 1 + self._window):
+                    self._fetch(i)
+                for i in [i for i in self._blocks if i < first or i > last + self._window]:
+                    self._blocks.pop(i).cancel()
+        if not sequential:
+            return self._store.get_range(self.meta.key, offset, end, if_match=self.meta.etag)
+        try:
+            data = b"".join(f.result() for f in futures)
+        except BaseException:
+            with self._lock:
+                for i in range(first, last + 1):
+                    self._blocks.pop(i, None)
+            raise
+        start = offset - first * self._block
+        return data[start:start + end - offset]
+
+    def close(self) -> None:
+        with self._lock:
+            for future in self._blocks.values():
+                future.cancel()
+            self._blocks.clear()
+
+    def _fetch(self, index: int) -> Future[bytes] | None:
+        future = self._blocks.get(index)
+        start = index * self._block
+        if future is None and start < self.meta.size:
+            end = min(self.meta.size, start + self._block)
+            future = self._pool.submit(self._store.get_range, self.meta.key, start, end,
+                                       if_match=self.meta.etag)
+            self._blocks[index] = future
+        return future

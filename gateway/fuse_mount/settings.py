@@ -1,0 +1,74 @@
+"""Settings of one mount, built once from the command line and the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.fuse_mount.store import Credentials
+
+MiB = 1024 * 1024
+MIN_BLOCK_SIZE = 5 * MiB  # S3's minimum size of every multipart part but the last
+
+
+class SettingsError(ValueError):
+    """A setting is missing or invalid (the CLI prints it and exits with code 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MountSettings:
+    endpoint: str
+    bucket: str
+    mountpoint: Path
+    credentials: Credentials
+    block_size: int = 8 * MiB
+    readahead: int = 16 * MiB
+    attr_timeout: float = 1.0
+    region: str = "us-east-1"
+    max_inflight: int = 2
+    staging_dir: Path | None = None
+    threads: int = 8
+    max_attempts: int = 5
+
+    def __post_init__(self) -> None:
+        if self.block_size < MIN_BLOCK_SIZE:
+            raise SettingsError(f"--block-size must be at least {MIN_BLOCK_SIZE} bytes (5MiB)")
+        if self.readahead < 0:
+            raise SettingsError("--readahead must not be negative")
+        if self.max_attempts < 1 or self.max_inflight < 1:
+            raise SettingsError("--max-attempts and --max-inflight must be at least 1")
+        if self.attr_timeout < 0:
+            raise SettingsError("--attr-timeout must not be negative")
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise SettingsError(f"endpoint must be an http:// or https:// URL: {self.endpoint}")
+
+    @property
+    def readahead_blocks(self) -> int:
+        return -(-self.readahead // self.block_size)
+
+
+def credentials_from_env(environ: Mapping[str, str] = os.environ) -> Credentials:
+    """SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY, else AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
+    for access, secret in (("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY"),
+                           ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")):
+        if environ.get(access) and environ.get(secret):
+            return Credentials(environ[access], environ[secret])
+    raise SettingsError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY "
+                        "(or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+
+
+def check_mountpoint(path: Path) -> None:
+    """The mountpoint must be an existing, empty directory that is not mounted yet."""
+    if not path.exists():
+        raise SettingsError(f"mountpoint {path} does not exist")
+    if not path.is_dir():
+        raise SettingsError(f"mountpoint {path} is not a directory")
+    if os.path.ismount(path):
+        raise SettingsError(f"mountpoint {path} is already a mount point")
+    try:
+        if any(path.iterdir()):
+            raise SettingsError(f"mountpoint {path} is not empty")
+    except PermissionError as exc:
+        raise SettingsError(f"mountpoint {path} is not readable: {exc.strerror}") from exc

@@ -1,0 +1,166 @@
+"""The narrow, blocking S3 client the mount uses (boto3 underneath, thread-safe).
+
+Every method raises the typed errors of :mod:`gateway.fuse_mount.errors`; no SDK dict
+leaves this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from gateway.fuse_mount.errors import translate
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    access_key: str
+    secret_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """What HeadObject or a listing tells about one object."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: float
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a delimited listing: objects and common prefixes (``dir/``)."""
+
+    objects: tuple[ObjectMeta, ...]
+    prefixes: tuple[str, ...]
+
+
+class ObjectStore:
+    """Blocking S3 operations on one bucket."""
+
+    def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
+                 region: str = "us-east-1", max_attempts: int = 5,
+                 connect_timeout: float = 10.0, pool_size: int = 32) -> None:
+        self.bucket = bucket
+        self._client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint, region_name=region,
+            aws_access_key_id=credentials.access_key,
+            aws_secret_access_key=credentials.secret_key,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                          retries={"mode": "standard", "max_attempts": max_attempts},
+                          connect_timeout=connect_timeout, read_timeout=120,
+                          max_pool_connections=pool_size,
+                          request_checksum_calculation="when_required",
+                          response_checksum_validation="when_required"))
+
+    def check_bucket(self) -> None:
+        """HeadBucket: raises if the bucket is missing, access denied or endpoint down."""
+        with translate("HeadBucket", self.bucket):
+            try:
+                self._client.head_bucket(Bucket=self.bucket)
+            except self._client.exceptions.ClientError as exc:
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                    exc.response.setdefault("Error", {})["Code"] = "NoSuchBucket"
+                raise
+
+    def head(self, key: str) -> ObjectMeta:
+        with translate("HeadObject", self.bucket, key):
+            r = self._client.head_object(Bucket=self.bucket, Key=key)
+        return ObjectMeta(key, int(r["ContentLength"]), r.get("ETag", ""),
+                          r["LastModified"].timestamp(), dict(r.get("Metadata") or {}))
+
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None
+                  ) -> bytes:
+        """Bytes ``[start, end)`` of the object (``end`` is exclusive)."""
+        if end <= start:
+            return b""
+        extra = {"IfMatch": if_match} if if_match else {}
+        with translate("GetObject", self.bucket, key):
+            r = self._client.get_object(Bucket=self.bucket, Key=key,
+                                        Range=f"bytes={start}-{end - 1}", **extra)
+            with r["Body"] as body:
+                return bytes(body.read())
+
+    def put(self, key: str, data: bytes, metadata: Mapping[str, str]) -> str:
+        with translate("PutObject", self.bucket, key):
+            r = self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
+                                        Metadata=dict(metadata))
+        return str(r.get("ETag", ""))
+
+    def copy(self, source: str, key: str, *, metadata: Mapping[str, str] | None = None
+             ) -> str:
+        """Server-side copy; ``metadata`` replaces the source's user metadata if given."""
+        extra: dict[str, Any] = {"MetadataDirective": "COPY"}
+        if metadata is not None:
+            extra = {"MetadataDirective": "REPLACE", "Metadata": dict(metadata)}
+        with translate("CopyObject", self.bucket, key):
+            r = self._client.copy_object(Bucket=self.bucket, Key=key,
+                                         CopySource={"Bucket": self.bucket, "Key": source},
+                                         **extra)
+        return str(r.get("CopyObjectResult", {}).get("ETag", ""))
+
+    def delete(self, key: str) -> None:
+        with translate("DeleteObject", self.bucket, key):
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+
+    def list_dir(self, prefix: str, *, delimiter: str = "/", max_keys: int = 1000
+                 ) -> Iterator[ListPage]:
+        """Pages of ListObjectsV2 under ``prefix`` (all of them unless ``max_keys`` < 1000)."""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix,
+                                    "MaxKeys": max_keys}
+            if delimiter:
+                args["Delimiter"] = delimiter
+            if token:
+                args["ContinuationToken"] = token
+            with translate("ListObjectsV2", self.bucket, prefix):
+                r = self._client.list_objects_v2(**args)
+            yield ListPage(
+                tuple(ObjectMeta(o["Key"], int(o["Size"]), o.get("ETag", ""),
+                                 o["LastModified"].timestamp()) for o in r.get("Contents", [])),
+                tuple(p["Prefix"] for p in r.get("CommonPrefixes", [])))
+            token = r.get("NextContinuationToken")
+            if not r.get("IsTruncated") or not token or max_keys < 1000:
+                return
+
+    def create_upload(self, key: str, metadata: Mapping[str, str]) -> str:
+        with translate("CreateMultipartUpload", self.bucket, key):
+            r = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
+                                                     Metadata=dict(metadata))
+        return str(r["UploadId"])
+
+    def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+        with translate("UploadPart", self.bucket, key):
+            r = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                         PartNumber=number, Body=data)
+        return str(r["ETag"])
+
+    def upload_part_copy(self, key: str, upload_id: str, number: int, source: str,
+                         start: int, end: int, *, if_match: str) -> str:
+        """A part made of bytes ``[start, end)`` of the ``source`` version ``if_match``."""
+        with translate("UploadPartCopy", self.bucket, key):
+            r = self._client.upload_part_copy(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                CopySource={"Bucket": self.bucket, "Key": source},
+                CopySourceRange=f"bytes={start}-{end - 1}", CopySourceIfMatch=if_match)
+        return str(r["CopyPartResult"]["ETag"])
+
+    def complete_upload(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]
+                        ) -> str:
+        with translate("CompleteMultipartUpload", self.bucket, key):
+            r = self._client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]})
+        return str(r.get("ETag", ""))
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        with translate("AbortMultipartUpload", self.bucket, key):
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key,
+                                                UploadId=upload_id)

@@ -1,0 +1,85 @@
+"""One multipart upload fed part by part, with a bounded number of parts in flight."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Executor, Future
+
+from gateway.fuse_mount.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+class PartUploader:
+    """Uploads parts in the background; ``add`` blocks while ``max_inflight`` are running.
+
+    Memory held is at most ``max_inflight`` parts. A failed part makes the next ``add``,
+    ``check`` or ``complete`` raise its error; ``abort`` discards the upload.
+    """
+
+    def __init__(self, store: ObjectStore, key: str, metadata: Mapping[str, str],
+                 pool: Executor, *, max_inflight: int = 2) -> None:
+        self._store = store
+        self.key = key
+        self._pool = pool
+        self._max_inflight = max(1, max_inflight)
+        self.upload_id = store.create_upload(key, metadata)
+        self._next = 1
+        self._pending: deque[tuple[int, Future[str]]] = deque()
+        self._done: list[tuple[int, str]] = []
+
+    @property
+    def parts(self) -> int:
+        return self._next - 1
+
+    def add(self, data: bytes) -> None:
+        """Queue ``data`` as the next part (waits for room first)."""
+        self._make_room()
+        number = self._take_number()
+        self._pending.append((number, self._pool.submit(
+            self._store.upload_part, self.key, self.upload_id, number, data)))
+
+    def add_copy(self, source: str, start: int, end: int, *, if_match: str) -> None:
+        """Queue bytes ``[start, end)`` of object ``source`` (version ``if_match``) as a part."""
+        self._make_room()
+        number = self._take_number()
+        self._pending.append((number, self._pool.submit(
+            self._store.upload_part_copy, self.key, self.upload_id, number, source, start,
+            end, if_match=if_match)))
+
+    def check(self) -> None:
+        """Raise the error of any part that already failed."""
+        while self._pending and self._pending[0][1].done():
+            self._collect()
+
+    def complete(self) -> str:
+        """Wait for every part and complete the upload; returns the object's ETag."""
+        while self._pending:
+            self._collect()
+        return self._store.complete_upload(self.key, self.upload_id, self._done)
+
+    def abort(self) -> None:
+        """Wait for running parts (their errors are ignored) and abort the upload."""
+        for _, future in self._pending:
+            future.exception()
+        self._pending.clear()
+        try:
+            self._store.abort_upload(self.key, self.upload_id)
+        except Exception:  # noqa: BLE001 - already failing; the upload is orphaned at worst
+            log.warning("could not abort upload %s of %s", self.upload_id, self.key)
+
+    def _take_number(self) -> int:
+        number = self._next
+        self._next += 1
+        return number
+
+    def _make_room(self) -> None:
+        self.check()
+        while len(self._pending) >= self._max_inflight:
+            self._collect()
+
+    def _collect(self) -> None:
+        number, future = self._pending.popleft()
+        self._done.append((number, future.result()))
