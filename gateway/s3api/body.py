@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from backends.base import CHECKSUM_ALGORITHMS
 from backends.blocking import run_blocking
-from backends.errors import BadDigest, IncompleteBody
 from backends.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
+from backends.errors import BadDigest, IncompleteBody
 from gateway.s3api.chunked import OFFLOAD_BYTES, AwsChunkedDecoder
 from gateway.s3api.errors import (
     InvalidArgument,

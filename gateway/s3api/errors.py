@@ -167,7 +167,7 @@ class MalformedPartNumber(ProtocolError):
 
 
 class MalformedTrailerError(ProtocolError):
-    """The request contained trailing data that was not well-formed or did not conform to our published schema."""  # noqa: E501
+    """The request contained trailing data that was not well-formed or did not conform to our published schema."""
 
 
 _TABLE.update({
