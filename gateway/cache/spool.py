@@ -76,6 +76,24 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
         raise
     out = Spooled(vol, writer, claim)
     buffer = bytearray()
+    # One write in flight while the next chunk is received (write-behind, bounded).
+    pending: asyncio.Future[None] | None = None
+
+    scheduled = 0  # bytes handed to writes, in flight or done (writer.size lags)
+
+    async def write(data: bytes) -> None:
+        nonlocal pending, scheduled
+        if pending is not None:
+            await pending
+        scheduled += len(data)
+        pending = asyncio.ensure_future(run_blocking(writer.write, data))
+
+    async def drained() -> None:
+        nonlocal pending
+        if pending is not None:
+            job, pending = pending, None
+            await job
+
     try:
         iterator = aiter(body)
         async for chunk in iterator:
@@ -84,7 +102,7 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
             out.consumed += len(chunk)
             if on_bytes is not None:
                 on_bytes(len(chunk))
-            overflow = allow_overflow and charge(writer.size + len(buffer) + len(chunk)) \
+            overflow = allow_overflow and charge(scheduled + len(buffer) + len(chunk)) \
                 > vol.capacity
             if not overflow:
                 try:
@@ -97,21 +115,25 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                     overflow = True
             if overflow:
                 if buffer:
-                    await run_blocking(writer.write, bytes(buffer))
+                    await write(bytes(buffer))
+                await drained()
                 out.overflow = True
                 out.rest = _prepend(chunk, iterator)
                 return out
             buffer += chunk
             if len(buffer) >= chunk_size:
                 data, buffer = bytes(buffer), bytearray()
-                await run_blocking(writer.write, data)
+                await write(data)
         if buffer:
-            await run_blocking(writer.write, bytes(buffer))
+            await write(bytes(buffer))
+        await drained()
         if content_md5 is not None and not hmac.compare_digest(
                 bytes.fromhex(writer.md5()), content_md5):
             raise BadDigest()
         await run_blocking(writer.commit)
     except BaseException:
+        if pending is not None:
+            await asyncio.wait([pending])  # the file is not closed under a running write
         await out.discard(store)
         raise
     return out
