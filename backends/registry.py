@@ -22,6 +22,7 @@ class BackendOptions:
 # kind -> "module:factory"; a factory takes (args: str, options: BackendOptions).
 FACTORIES = {
     "posix": "backends.posix.factory:create",
+    "s3": "backends.s3.factory:create",
 }
 
 

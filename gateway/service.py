@@ -27,14 +27,13 @@ from backends.base import (
 from backends.errors import (
     InvalidBucketName,
     InvalidKey,
-    KeyTooLong,
     NotImplementedByBackend,
     StorageError,
 )
+from backends.keys import check_key as backends_check_key
 from gateway.conditions import Conditions
 from gateway.listing import ListPage, UploadPage, list_page, upload_page
 
-MAX_KEY_BYTES = 1024
 NO_CONDITIONS = Conditions()
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -61,10 +60,8 @@ def check_bucket_name(name: str) -> None:
 
 
 def check_key(key: str) -> None:
-    if not key:
-        raise InvalidKey("Object keys must not be empty.")
-    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
-        raise KeyTooLong(resource=key[:64])
+    """S3's key rules plus the control characters an XML listing could not carry."""
+    backends_check_key(key)
     if any(ord(c) < 32 and c not in "\t\n\r" for c in key) or "\ufffe" in key:
         raise InvalidKey("Object keys must not contain control characters.", resource=key)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.errors import InvalidBucketName, InvalidKey, KeyTooLong
+from backends.keys import check_key
 
 FORMAT_VERSION = 1
 MARK = "%%"
@@ -27,7 +28,6 @@ CONTINUED = "%%c"
 DISPLACED = "%%o"
 NAME_MAX = 255
 LEAF_MAX = NAME_MAX - len(DISPLACED)  # room to displace any leaf name as %%o<name>
-KEY_MAX_BYTES = 1024
 BUCKET_MAX_BYTES = 255
 
 
@@ -97,14 +97,7 @@ class KeyPath:
 
 def encode_key(key: str) -> KeyPath:
     """The KeyPath of ``key``; InvalidKey (empty, not UTF-8) or KeyTooLong (> 1024 bytes)."""
-    if not key:
-        raise InvalidKey("The key must not be empty.")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidKey("The key is not valid UTF-8.") from exc
-    if size > KEY_MAX_BYTES:
-        raise KeyTooLong(f"The key is {size} bytes long; the limit is {KEY_MAX_BYTES}.")
+    check_key(key)
     segments = key.split("/")
     dirs: list[str] = []
     owners: list[str | None] = []

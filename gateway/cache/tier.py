@@ -31,13 +31,12 @@ from backends.base import (
 from backends.errors import (
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
-    InvalidKey,
-    KeyTooLong,
     NoSuchKey,
     PreconditionFailed,
     ServiceUnavailable,
     SlowDown,
 )
+from backends.keys import check_key
 from backends.multipart import MIN_PART_SIZE
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
@@ -53,20 +52,6 @@ from gateway.cache.uploads import CachedUploads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-KEY_MAX_BYTES = 1024
-
-
-def check_key(key: str) -> None:
-    """S3's key rules, enforced before a write is acknowledged (a key the backend would
-    refuse could otherwise never be flushed): InvalidKey or KeyTooLong."""
-    if not key:
-        raise InvalidKey("The key must not be empty.")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidKey("The key is not valid UTF-8.") from exc
-    if size > KEY_MAX_BYTES:
-        raise KeyTooLong(f"The key is {size} bytes long; the limit is {KEY_MAX_BYTES}.")
 
 
 class CacheTier:

@@ -1,0 +1,54 @@
+"""Where a Squall bucket and key live upstream.
+
+* Direct mapping (default): Squall bucket ``b`` is the upstream bucket ``b``; keys unchanged.
+* Shared mapping (``bucket=NAME``, optional ``prefix=P``): everything lives in the one
+  upstream bucket NAME. Squall bucket ``b`` exists iff the empty marker object ``P + b``
+  exists; its objects are the keys under ``P + b + "/"``. Bucket names never contain
+  ``/``, so markers and object keys cannot collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """An upstream bucket and the key prefix holding one Squall bucket's objects."""
+
+    bucket: str
+    prefix: str
+
+    def key(self, key: str) -> str:
+        return self.prefix + key
+
+    def squall_key(self, upstream_key: str) -> str:
+        return upstream_key[len(self.prefix):]
+
+
+@dataclass(frozen=True, slots=True)
+class Naming:
+    """The bucket mapping chosen by configuration."""
+
+    shared_bucket: str | None = None
+    prefix: str = ""
+
+    @property
+    def shared(self) -> bool:
+        return self.shared_bucket is not None
+
+    def locate(self, bucket: str) -> Location:
+        if self.shared_bucket is None:
+            return Location(bucket, "")
+        return Location(self.shared_bucket, f"{self.prefix}{bucket}/")
+
+    def marker(self, bucket: str) -> str:
+        """Shared mode: the key of the object that says bucket ``bucket`` exists."""
+        return f"{self.prefix}{bucket}"
+
+    def bucket_of_marker(self, upstream_key: str) -> str | None:
+        """The Squall bucket a listed upstream key is the marker of, or None."""
+        if not upstream_key.startswith(self.prefix):
+            return None
+        name = upstream_key[len(self.prefix):]
+        return name if name and "/" not in name else None

@@ -1,0 +1,103 @@
+"""Shared plumbing of the S3 backend: the client, the bucket mapping and common lookups."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from backends.errors import NoSuchBucket, NoSuchKey, PreconditionFailed
+from backends.s3.client import ClientHolder
+from backends.s3.config import S3Config
+from backends.s3.errors import error_code, upstream
+from backends.s3.meta import Described, describe, tags_from
+from backends.s3.naming import Location, Naming
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+class Upstream:
+    """What every part of the backend needs: a client, the mapping, HEAD and bucket checks."""
+
+    def __init__(self, config: S3Config) -> None:
+        self.config = config
+        self.naming = Naming(config.bucket, config.prefix)
+        self._clients = ClientHolder(config)
+
+    async def client(self) -> Any:
+        return await self._clients.get()
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()
+
+    def locate(self, bucket: str) -> Location:
+        return self.naming.locate(bucket)
+
+    async def bucket_exists(self, bucket: str) -> bool:
+        """Shared mode: does the marker exist? Direct mode: does the upstream bucket?"""
+        client = await self.client()
+        try:
+            with upstream(bucket):
+                if self.naming.shared:
+                    await client.head_object(Bucket=self.naming.shared_bucket,
+                                             Key=self.naming.marker(bucket))
+                else:
+                    await client.head_bucket(Bucket=bucket)
+        except (NoSuchKey, NoSuchBucket):
+            return False
+        return True
+
+    async def require_bucket(self, bucket: str) -> None:
+        """Shared mode only (upstream checks direct-mode buckets itself): NoSuchBucket."""
+        if self.naming.shared and not await self.bucket_exists(bucket):
+            raise NoSuchBucket(bucket)
+
+    async def missing(self, bucket: str, key: str, exc: NoSuchKey | NoSuchBucket) -> Exception:
+        """The right error for a 404 on ``key``: NoSuchBucket if its bucket is gone.
+
+        A bare 404 (HEAD has no error body) or a shared-mode miss needs a bucket check.
+        """
+        if isinstance(exc, NoSuchKey) and (self.naming.shared or error_code(exc) != "NoSuchKey") \
+                and not await self.bucket_exists(bucket):
+            return NoSuchBucket(bucket)
+        return exc
+
+    async def head(self, bucket: str, key: str, *, with_tags: bool = True) -> Described:
+        """HEAD the object (and its tags when it has any); NoSuchKey / NoSuchBucket."""
+        loc = self.locate(bucket)
+        client = await self.client()
+        try:
+            with upstream(bucket, key):
+                response = await client.head_object(Bucket=loc.bucket, Key=loc.key(key))
+                described = describe(response, bucket, key)
+                if with_tags and described.tag_count:
+                    tagging = await client.get_object_tagging(Bucket=loc.bucket,
+                                                              Key=loc.key(key))
+                    described = describe(response, bucket, key, tags=tags_from(tagging))
+        except (NoSuchKey, NoSuchBucket) as exc:
+            raise await self.missing(bucket, key, exc) from exc
+        return described
+
+    async def if_match_etag(self, bucket: str, key: str, if_match: str) -> str:
+        """The upstream ETag to send as If-Match for a client's ``if_match`` (Squall ETag).
+
+        Squall's ETag of an object may be kept in metadata (see :mod:`backends.s3.meta`),
+        so it is compared here and the upstream ETag it stands for is forwarded: the write
+        still fails upstream if the object changes in between.
+        """
+        described = await self.head(bucket, key, with_tags=False)
+        wanted = if_match.strip().strip('"')
+        if wanted != "*" and described.info.etag != wanted:
+            raise PreconditionFailed()
+        return described.upstream_etag
+
+    async def conditions(self, bucket: str, key: str, if_match: str | None,
+                         if_none_match: str | None) -> dict[str, str]:
+        """IfMatch / IfNoneMatch parameters for a conditional write."""
+        params: dict[str, str] = {}
+        if if_match is not None:
+            params["IfMatch"] = f'"{await self.if_match_etag(bucket, key, if_match)}"'
+        if if_none_match is not None:
+            params["IfNoneMatch"] = if_none_match.strip()
+        return params
