@@ -12,6 +12,9 @@ from defusedxml.common import DefusedXmlException
 from gateway.s3api.errors import MalformedXML
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+# The gateway has one account; every object and upload is owned and initiated by it.
+OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
+INITIATOR = "<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>"
 _DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
                           "'": "&apos;", "\r": "&#13;"})

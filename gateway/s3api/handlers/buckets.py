@@ -13,9 +13,8 @@ from gateway.listing import ListPage
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedXML, s3_error_for
 from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, esc, iso8601, opt, parse, text
+from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, parse, text
 
-OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
 MAX_DELETE_KEYS = 1000
 
 
@@ -143,7 +142,7 @@ async def list_multipart_uploads(req: S3Request) -> Response:
         key_marker=key_marker, upload_id_marker=id_marker)
     uploads = "".join(
         f"<Upload>{el('Key', enc(u.key))}{el('UploadId', u.upload_id)}"
-        f"<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>{OWNER}"
+        f"{INITIATOR}{OWNER}"
         f"<StorageClass>STANDARD</StorageClass>{el('Initiated', iso8601(u.initiated))}"
         "</Upload>" for u in page.uploads)
     prefixes = "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"

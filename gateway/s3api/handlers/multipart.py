@@ -11,9 +11,7 @@ from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
 from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, iso8601, opt, parse, text
-
-OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
+from gateway.s3api.xml import INITIATOR, OWNER, el, iso8601, opt, parse, text
 
 
 def _upload_id(req: S3Request) -> str:
@@ -95,7 +93,7 @@ async def list_parts(req: S3Request) -> Response:
            el("PartNumberMarker", marker),
            opt("NextPartNumberMarker", page[-1].part_number if truncated else None),
            el("MaxParts", max_parts), el("IsTruncated", str(truncated).lower()),
-           "<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>", OWNER,
+           INITIATOR, OWNER,
            "<StorageClass>STANDARD</StorageClass>", items]
     return xml_response("ListPartsResult", out)
 
