@@ -64,9 +64,13 @@ class Components:
 
 
 def cache_settings(settings: Settings) -> CacheSettings:
-    capacity = parse_size(settings.cache_size)
-    volume_dir = settings.cache_dir or settings.data_dir / "cache"
-    volumes = [CacheVolumeSettings(path=volume_dir, capacity_bytes=capacity)] if capacity else []
+    if settings.cache_volumes is not None:
+        volumes = [v for v in settings.cache_volumes if v.capacity_bytes]
+    else:
+        capacity = parse_size(settings.cache_size)
+        volume_dir = settings.cache_dir or settings.data_dir / "cache"
+        volumes = [CacheVolumeSettings(path=volume_dir, capacity_bytes=capacity)] \
+            if capacity else []
     return CacheSettings(volumes=volumes, durability=settings.durability,
                          max_dirty_age_s=settings.max_dirty_age,
                          utilization_threshold=settings.utilization_threshold,

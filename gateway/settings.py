@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gateway.cache.settings import CacheVolumeSettings
+
 DEFAULT_PORT = 9000
 
 
@@ -58,6 +60,9 @@ class Settings(BaseSettings):
     access_log: bool = True
     cache_size: str = "1GiB"  # 0 disables the cache tier
     cache_dir: Path | None = None  # default: <data_dir>/cache
+    # Several volumes (config file: [[cache_volumes]] path = "...", capacity_bytes = "1GiB");
+    # when set, they replace cache_dir/cache_size.
+    cache_volumes: list[CacheVolumeSettings] | None = None
     backend_bandwidth: str | None = None  # e.g. 20MiB/s
     backend_iops: float | None = None
     max_dirty_age: float = 300.0

@@ -132,3 +132,18 @@ def test_sigterm_finishes_in_flight_requests(tmp_path: Path) -> None:
         s3 = make_client(server.endpoint)
         assert s3.get_object(Bucket="drain", Key="big")["Body"].read() == body
         server.stop()
+
+
+def test_several_cache_volumes_from_the_config_file(tmp_path: Path) -> None:
+    from gateway.components import cache_settings
+
+    config = tmp_path / "squall.toml"
+    config.write_text(f'[[cache_volumes]]\npath = "{tmp_path / "fast1"}"\n'
+                      'capacity_bytes = "64MiB"\n'
+                      f'[[cache_volumes]]\npath = "{tmp_path / "fast2"}"\n'
+                      'capacity_bytes = 1048576\n')
+    caching = cache_settings(load_settings(config))
+    assert [v.capacity_bytes for v in caching.volumes] == [64 * 2**20, 2**20]
+    config.write_text('[[cache_volumes]]\npath = "/x"\ncapacity_bytes = "lots"\n')
+    result = run_cli("serve", "--config", str(config))
+    assert result.returncode == 2 and "cache_volumes" in result.stderr
