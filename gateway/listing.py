@@ -6,11 +6,14 @@ objects and common prefixes exactly as ListObjects / ListObjectsV2 define them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from backends.base import ObjectInfo, UploadInfo
+
+T = TypeVar("T")
 
 # Sorts after every key that starts with a given prefix (keys are valid UTF-8).
 _AFTER_ALL = "\U0010ffff"
@@ -31,6 +34,17 @@ class UploadPage:
     is_truncated: bool = False
     next_key_marker: str | None = None
     next_upload_id_marker: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def _closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Close a backend listing however the page ends (listings may hold fds)."""
+    try:
+        yield items
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _prefix_of(key: str, prefix: str, delimiter: str) -> str | None:
@@ -54,7 +68,7 @@ async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, pref
         start = after + _AFTER_ALL
     while True:
         restarted = False
-        async with aclosing(iterate(start)) as listing:
+        async with _closing(iterate(start)) as listing:
             async for info in listing:
                 cp = _prefix_of(info.key, prefix, delimiter)
                 if len(objects) + len(prefixes) >= max_keys:
@@ -77,7 +91,7 @@ async def upload_page(uploads: AsyncIterator[UploadInfo], *, prefix: str, delimi
     """One page of ListMultipartUploads (uploads are sorted by key, initiated, id)."""
     page: list[UploadInfo] = []
     prefixes: list[str] = []
-    async with aclosing(uploads) as listing:
+    async with _closing(uploads) as listing:
         async for up in listing:
             if key_marker:
                 if up.key < key_marker:

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import urllib.parse
+from typing import Any
 
 import httpx
 from botocore.auth import S3SigV4Auth
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     request.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
     S3SigV4Auth(creds, "s3", args.region).add_auth(request)
     tty = sys.stderr.isatty()
-    last: dict[str, object] = {}
+    last: dict[str, Any] = {}
     try:
         with httpx.stream("POST", url, headers=dict(request.headers.items()),
                           timeout=httpx.Timeout(30.0, read=None)) as response:

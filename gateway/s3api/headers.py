@@ -58,7 +58,7 @@ def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> Object
     values["content_encoding"] = _content_encoding(values["content_encoding"])
     tags = parse_tagging_header(headers.get("x-amz-tagging")) if with_tags else {}
     return ObjectMeta(content_type=headers.get("content-type") or DEFAULT_CONTENT_TYPE,
-                      user=user, tags=tags, **values)
+                      user=user, tags=tags, **values)  # type: ignore[arg-type]
 
 
 def check_tags(tags: Mapping[str, str]) -> None:
