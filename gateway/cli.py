@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gateway import sync_cli
+from gateway.cost import cli as cost_cli
 from gateway.fuse_mount import cli as fuse_cli
 
 
@@ -42,6 +43,11 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     t = p.add_argument_group("backend throttle")
     t.add_argument("--backend-bandwidth", help="cap on bytes to/from the backend, e.g. 20MiB/s")
     t.add_argument("--backend-iops", type=float, help="cap on backend operations per second")
+    m = p.add_argument_group("cost model (AGBs, see docs/cost-model.md)")
+    m.add_argument("--cost-backend-size-gb", type=float,
+                   help="N: size of the backing storage in GB")
+    m.add_argument("--cost-cache-bandwidth-mb-s", type=float,
+                   help="B_c: bandwidth of the cache device in MB/s")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 
@@ -51,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _serve_parser(sub)
     sync_cli.register(sub)
     fuse_cli.register(sub)
+    cost_cli.register(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -58,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sync_cli.run(args)
     if args.command == "mount":
         return fuse_cli.run(args)
+    if args.command in cost_cli.COMMANDS:
+        return cost_cli.run(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -15,6 +15,7 @@ from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ThrottleS
 from gateway.cache.throttle import ThrottledBackend
 from gateway.cache.tier import CacheTier
 from gateway.cache.units import parse_rate, parse_size
+from gateway.cost.meter import CostMeter, sample_from_status
 from gateway.credentials import Credentials
 from gateway.metrics import Metrics
 from gateway.service import ObjectService
@@ -31,6 +32,7 @@ class Components:
     service: ObjectService
     metrics: Metrics
     cache: CacheTier | None = None
+    cost: CostMeter | None = None
     throttle: ThrottledBackend | None = None
     started: float = field(default_factory=time.time)
     ready: bool = False
@@ -38,10 +40,14 @@ class Components:
     async def start(self) -> None:
         if self.cache is not None:
             await self.cache.start()
+        if self.cost is not None:
+            await self.cost.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        if self.cost is not None:
+            await self.cost.stop()
         await self.backend.aclose()
 
     def status(self) -> dict[str, Any]:
@@ -60,6 +66,9 @@ class Components:
             }
         if self.cache is not None:
             status.update(self.cache.status())
+        if self.cost is not None:
+            status["cost_agbs"] = self.cost.cost_agbs()
+            status["cost"] = self.cost.status()
         return status
 
 
@@ -98,6 +107,14 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                           registry=metrics.registry, backend_bandwidth=bandwidth,
                           min_part_size=settings.min_part_size)
         backend = cache
+    cost = None
+    if cache is not None:
+        tier = cache
+        cost = CostMeter(lambda: sample_from_status(tier.status()),
+                         backend_bandwidth_mb_s=(bandwidth or 0) / 1e6,
+                         backend_size_gb=settings.cost_backend_size_gb,
+                         cache_bandwidth_mb_s=settings.cost_cache_bandwidth_mb_s)
+        cost.register_metrics(metrics.registry)
     return Components(settings=settings, credentials=credentials, backend=backend,
                       service=ObjectService(backend), metrics=metrics, cache=cache,
-                      throttle=throttle)
+                      cost=cost, throttle=throttle)

@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     utilization_threshold: float = Field(default=0.3, gt=0, le=1)
     inactivity_delay: float = Field(default=30.0, ge=0)
     flush_concurrency: int = Field(default=4, ge=1)
+    # Cost model (seed III-B): N, the backing device size in GB, and B_c, the cache
+    # device's bandwidth in MB/s (B_b is --backend-bandwidth).
+    cost_backend_size_gb: float = Field(default=0.0, ge=0)
+    cost_cache_bandwidth_mb_s: float = Field(default=0.0, ge=0)
 
     @field_validator("listen")
     @classmethod

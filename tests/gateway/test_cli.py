@@ -147,3 +147,12 @@ def test_several_cache_volumes_from_the_config_file(tmp_path: Path) -> None:
     config.write_text('[[cache_volumes]]\npath = "/x"\ncapacity_bytes = "lots"\n')
     result = run_cli("serve", "--config", str(config))
     assert result.returncode == 2 and "cache_volumes" in result.stderr
+
+
+def test_cost_report_from_a_running_gateway(squall: SquallProcess) -> None:
+    status = httpx.get(f"{squall.endpoint}/_squall/status").json()
+    assert status["cost_agbs"] >= 0 and status["cost"]["unit"] == "AGBs"
+    result = run_cli("cost", "--endpoint", squall.endpoint)
+    assert result.returncode == 0, result.stderr
+    assert "adjusted storage accumulation" in result.stdout
+    assert "squall_cost_agbs" in httpx.get(f"{squall.endpoint}/_squall/metrics").text

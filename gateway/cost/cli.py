@@ -1,0 +1,241 @@
+"""``squall cost``, ``squall predict`` and ``squall advise``.
+
+``cost`` reads the ``cost`` object of a running gateway's ``/_squall/status``;
+``predict`` and ``advise`` work offline from a calibration file (docs/cost-model.md).
+Bad input exits with status 2 and a one-line message; an unreachable gateway with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gateway.cost.calibration import CalibrationError, load_calibration, select
+from gateway.cost.meter import format_report, write_csv
+from gateway.cost.predict import Advice, Application, Prediction, advise, predict
+
+COMMANDS = ("cost", "predict", "advise")
+
+
+def _number(kind: str, minimum: float, strict: bool) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(
+                f"{kind} must be {'>' if strict else '>='} {minimum:g}, got {text}")
+        return value
+    return parse
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+_size = _number("a size in GB", 0, strict=False)
+_positive = _number("the value", 0, strict=True)
+
+
+def _application_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", type=Path, required=True,
+                   help="calibration JSON file (format: docs/cost-model.md)")
+    p.add_argument("--configuration", action="append", default=[], metavar="NAME",
+                   help="only this configuration of the file (repeatable; default all)")
+    a = p.add_argument_group("application (seed III-C)")
+    a.add_argument("--nodes", type=_count, default=1, help="n: nodes writing checkpoints")
+    a.add_argument("--iterations", type=_count, required=True, help="I: iterations")
+    a.add_argument("--iteration-time", type=_size, required=True,
+                   help="I_t: compute seconds per iteration")
+    a.add_argument("--checkpoints", type=_count, required=True, help="K: checkpoints per node")
+    a.add_argument("--checkpoint-size", type=_positive, required=True,
+                   help="S_c: checkpoint size per node, GB")
+    a.add_argument("--init-size", type=_size, default=0.0,
+                   help="S_i: initial dump per node, GB (default 0: none)")
+    a.add_argument("--init-cache-size", type=_size,
+                   help="M(S_i): cache size during the initial dump, GB "
+                        "(default: the same as for checkpoints)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    c = sub.add_parser("cost", help="report a gateway's adjusted storage accumulation (AGBs)",
+                       description="Print the cost meter of a running gateway "
+                                   "(C(t) = B_b*N*t + B_c*integral M(x)dx, in AGBs).")
+    c.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+    c.add_argument("--csv", type=Path, help="also write the recent series as CSV")
+    c.add_argument("--plot", type=Path, help="also plot it as PNG (needs matplotlib)")
+    c.add_argument("--json", action="store_true", help="print the cost object as JSON")
+
+    p = sub.add_parser("predict", help="predict completion time and cost for cache sizes",
+                       description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "
+                                   "cache sizes from a calibration file.")
+    _application_args(p)
+    p.add_argument("--cache-size", type=_size, nargs="+", required=True, metavar="GB",
+                   help="M(S_c): cache size(s) during checkpoints, GB")
+    p.add_argument("--deadline", type=_positive, help="T_max in seconds (marks misses)")
+
+    a = sub.add_parser("advise", help="recommend the cache size with minimal cost under a "
+                                      "deadline and rank configurations",
+                       description="Evaluate every candidate cache size, recommend the one "
+                                   "with minimal C_a among those with T <= T_max, and rank "
+                                   "configurations by performance/cost 1/(T*C_a).")
+    _application_args(a)
+    a.add_argument("--deadline", type=_positive, help="T_max in seconds (default: none)")
+    a.add_argument("--cache-size", type=_size, nargs="+", metavar="GB",
+                   help="candidate sizes, GB (default: the calibrated ones)")
+    a.add_argument("--plot", type=Path, help="also plot T and C_a per size as PNG")
+
+
+def run(args: argparse.Namespace) -> int:
+    name = f"squall {args.command}"
+    try:
+        if args.command == "cost":
+            return _cost(args)
+        if args.command == "predict":
+            return _predict(args)
+        return _advise(args)
+    except (CalibrationError, ValueError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # PlotUnavailable
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{name}: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        return 1
+
+
+# -- cost --------------------------------------------------------------------------------
+def _cost(args: argparse.Namespace) -> int:
+    import httpx
+
+    url = f"{args.endpoint.rstrip('/')}/_squall/status"
+    try:
+        response = httpx.get(url, timeout=10.0)
+        response.raise_for_status()
+        status = response.json()
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        print(f"squall cost: cannot read {url}: {exc}", file=sys.stderr)
+        return 1
+    cost = status.get("cost") if isinstance(status, dict) else None
+    if not isinstance(cost, dict) or "agbs" not in cost:
+        print("squall cost: this gateway reports no cost meter (no cache tier, or an "
+              "older version)", file=sys.stderr)
+        return 1
+    print(json.dumps(cost, indent=2) if args.json else format_report(cost))
+    series = cost.get("series") or {}
+    if args.csv:
+        write_csv(args.csv, series)
+    if args.plot:
+        from gateway.cost.plot import plot_series
+
+        plot_series(series, args.plot)
+    return 0
+
+
+# -- predict / advise --------------------------------------------------------------------
+def _application(args: argparse.Namespace) -> Application:
+    return Application(nodes=args.nodes, iterations=args.iterations,
+                       iteration_s=args.iteration_time, checkpoints=args.checkpoints,
+                       checkpoint_gb=args.checkpoint_size, init_gb=args.init_size,
+                       init_cache_gb=args.init_cache_size)
+
+
+HEADER = (f"{'configuration':<20} {'M GB':>7} {'B MB/s':>8} {'D s':>8} {'T s':>10} "
+          f"{'C_a AGBs':>14} {'perf/cost':>10}  deadline")
+
+
+def _row(p: Prediction, mark: str = "") -> str:
+    return (f"{p.configuration:<20.20} {p.cache_gb:>7g} {p.throughput_mb_s:>8.1f} "
+            f"{p.attach_s:>8.1f} {p.time_s:>10.1f} {p.cost_agbs:>14,.0f} "
+            f"{p.perf_cost_ratio:>10.3e}  {'met' if p.meets_deadline else 'MISSED'}{mark}")
+
+
+def _predict(args: argparse.Namespace) -> int:
+    app = _application(args)
+    configs = select(load_calibration(args.calibration), args.configuration)
+    rows = [predict(app, c, m, args.deadline) for c in configs for m in args.cache_size]
+    if args.json:
+        print(json.dumps([asdict(p) for p in rows], indent=2))
+    else:
+        print(HEADER)
+        for p in rows:
+            print(_row(p))
+    return 0
+
+
+def _advise(args: argparse.Namespace) -> int:
+    app = _application(args)
+    configs = select(load_calibration(args.calibration), args.configuration)
+    advice = advise(app, configs, deadline_s=args.deadline, cache_sizes=args.cache_size)
+    if not advice.candidates:
+        raise CalibrationError("no candidate could be evaluated: "
+                               + "; ".join(advice.skipped))
+    if args.json:
+        print(json.dumps(_advice_json(advice), indent=2))
+    else:
+        _print_advice(advice, args.deadline)
+    if args.plot:
+        from gateway.cost.plot import plot_candidates
+
+        plot_candidates([(p.configuration, p.cache_gb, p.time_s, p.cost_agbs)
+                         for p in advice.candidates], args.plot, args.deadline)
+    return 0 if advice.recommended is not None else 3
+
+
+def _advice_json(advice: Advice) -> dict[str, Any]:
+    return {"candidates": [asdict(p) for p in advice.candidates],
+            "recommended": asdict(advice.recommended) if advice.recommended else None,
+            "ranking": [asdict(p) | {"perf_cost_ratio": p.perf_cost_ratio}
+                        for p in advice.ranking],
+            "skipped": advice.skipped}
+
+
+def _print_advice(advice: Advice, deadline: float | None) -> None:
+    print("candidates (* = recommended: minimal C_a"
+          + (f" with T <= {deadline:g} s)" if deadline else ")"))
+    print(HEADER)
+    for p in advice.candidates:
+        print(_row(p, "  *" if p == advice.recommended else ""))
+    print()
+    print("configurations by performance/cost 1/(T*C_a), best first (each at its "
+          "cheapest cache size meeting the deadline)")
+    for rank, p in enumerate(advice.ranking, 1):
+        print(f"{rank:>3}. {p.configuration}: M={p.cache_gb:g} GB, T={p.time_s:.1f} s, "
+              f"C_a={p.cost_agbs:,.0f} AGBs, perf/cost={p.perf_cost_ratio:.3e}")
+    for name, best in advice.best_per_configuration.items():
+        if best is None:
+            print(f"  -  {name}: no cache size meets the deadline")
+    for note in advice.skipped:
+        print(f"skipped: {note}")
+    if advice.recommended is None:
+        print("no configuration meets the deadline", file=sys.stderr)
+    else:
+        r = advice.recommended
+        print(f"recommended: {r.configuration} with M(S_c) = {r.cache_gb:g} GB "
+              f"(T = {r.time_s:.1f} s, C_a = {r.cost_agbs:,.0f} AGBs)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run these subcommands alone (``python -m gateway.cost.cli advise ...``)."""
+    parser = argparse.ArgumentParser(prog="squall")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
