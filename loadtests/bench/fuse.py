@@ -1,0 +1,403 @@
+"""FUSE benchmark: ``squall mount`` beside boto3 straight to the gateway, and beside s3fs-fuse.
+
+``python -m loadtests.bench.fuse`` starts ``squall serve`` on a free loopback port with its own
+temporary data directory, mounts a bucket with ``squall mount`` (a foreground subprocess),
+and measures on the mount:
+
+* sequential write of a ``--size-mib`` file with ``dd bs=1M`` and ``dd bs=4k``
+  (``conv=fsync``), from a random local source file;
+* sequential read of it back with the same block sizes, after ``sync`` and
+  ``echo 3 > /proc/sys/vm/drop_caches``; where dropping is not permitted, the reads go to
+  other files of the same size uploaded with boto3 before mounting, which no page cache holds;
+* ``--files`` small files created (open, write ``--file-size`` bytes, close) one after another.
+
+The same workloads then run with boto3 against the gateway (a managed upload of the same
+file; ``GetObject`` bodies read in 1 MiB or 4 KiB pieces; one ``PutObject`` per small file),
+and, when ``s3fs`` is installed (Debian package ``s3fs``), on an s3fs-fuse mount of the same
+gateway. One Markdown table is printed with the ratios mount/boto3 and mount/s3fs.
+Every process started here is stopped by its PID and every mount unmounted, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadtests.bench.server import ServerProcess, free_port
+from loadtests.bench.table import format_value
+
+MiB = 1024 * 1024
+ACCESS_KEY = "FUSEBENCHACCESS"
+SECRET_KEY = "fuse-bench-secret-key"
+
+# A cell: a figure, or the reason there is none ("s3fs is not installed").
+Cell = float | str
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    key: str
+    title: str
+    unit: str
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("write_1m", "sequential write, bs=1M", "MiB/s"),
+    Workload("read_1m", "sequential read, bs=1M", "MiB/s"),
+    Workload("write_4k", "sequential write, bs=4k", "MiB/s"),
+    Workload("read_4k", "sequential read, bs=4k", "MiB/s"),
+    Workload("creates", "small files created", "files/s"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One way of reaching the gateway, and its figure per workload key."""
+
+    name: str
+    results: Mapping[str, Cell]
+
+
+# ---------------------------------------------------------------------------------------
+# The table
+
+
+def format_cell(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    if isinstance(cell, str):
+        return "n/a"
+    return format_value(cell)
+
+
+def format_ratio(numerator: Cell | None, denominator: Cell | None) -> str:
+    if not isinstance(numerator, float) or not isinstance(denominator, float):
+        return "-"
+    if denominator <= 0:
+        return "-"
+    return f"{numerator / denominator:.2f}x"
+
+
+def build_table(mount: Column, direct: Column, s3fs: Column,
+                workloads: Sequence[Workload] = WORKLOADS) -> list[list[str]]:
+    """Header row first, then one row per workload: the three figures and the two ratios."""
+    rows = [["workload", "unit", mount.name, direct.name, s3fs.name,
+             f"{mount.name} / {direct.name}", f"{mount.name} / {s3fs.name}"]]
+    for w in workloads:
+        m, d, s = (c.results.get(w.key) for c in (mount, direct, s3fs))
+        rows.append([w.title, w.unit, format_cell(m), format_cell(d), format_cell(s),
+                     format_ratio(m, d), format_ratio(m, s)])
+    return rows
+
+
+def notes(columns: Sequence[Column], workloads: Sequence[Workload] = WORKLOADS) -> list[str]:
+    """The reasons behind ``n/a`` cells, each once."""
+    seen: list[str] = []
+    for column in columns:
+        for w in workloads:
+            cell = column.results.get(w.key)
+            if isinstance(cell, str):
+                line = f"{column.name}: {cell}"
+                if line not in seen:
+                    seen.append(line)
+    return seen
+
+
+def render_markdown(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def line(row: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(rows[0]), sep, *(line(r) for r in rows[1:])])
+
+
+# ---------------------------------------------------------------------------------------
+# Measuring
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    size: int  # bytes of the sequential file (a multiple of 1 MiB)
+    files: int
+    file_size: int
+
+
+def drop_caches() -> bool:
+    """``sync`` then drop the page cache; False when this process may not."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def dd(src: Path | str, dst: Path | str, bs: int, count: int, fsync: bool) -> float:
+    """Run dd; returns the elapsed seconds. Raises if dd fails or copies the wrong amount."""
+    argv = ["dd", f"if={src}", f"of={dst}", f"bs={bs}", f"count={count}"]
+    if fsync:
+        argv.append("conv=fsync")
+    start = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    copied = re.search(r"^(\d+) bytes", result.stderr, re.MULTILINE)
+    if copied is None or int(copied.group(1)) != bs * count:
+        raise RuntimeError(f"{' '.join(argv)} copied the wrong amount: {result.stderr.strip()}")
+    return elapsed
+
+
+def rate(amount: float, seconds: float) -> float:
+    return amount / max(seconds, 1e-9)
+
+
+def fs_workloads(root: Path, source: Path, sizes: Sizes, cold_reads: bool) -> dict[str, Cell]:
+    """The workloads on a mounted directory. With ``cold_reads`` the page cache is dropped
+    before each read; otherwise ``cold-1m.bin``/``cold-4k.bin`` (put there beforehand) are read."""
+    mib = sizes.size / MiB
+    out: dict[str, Cell] = {}
+    for bs, tag in ((MiB, "1m"), (4096, "4k")):
+        target = root / f"seq-{tag}.bin"
+        out[f"write_{tag}"] = rate(mib, dd(source, target, bs, sizes.size // bs, fsync=True))
+        readable = target if cold_reads and drop_caches() else root / f"cold-{tag}.bin"
+        out[f"read_{tag}"] = rate(mib, dd(readable, "/dev/null", bs, sizes.size // bs, False))
+    directory = root / "creates"
+    directory.mkdir()
+    payload = os.urandom(sizes.file_size)
+    start = time.perf_counter()
+    for i in range(sizes.files):
+        with open(directory / f"f-{i:05d}", "wb") as f:
+            f.write(payload)
+    out["creates"] = rate(sizes.files, time.perf_counter() - start)
+    return out
+
+
+def s3_client(endpoint: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 3}))
+
+
+def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes) -> dict[str, Cell]:
+    """Managed upload (both write rows: boto3 has no write block size); GetObject bodies read
+    in 1 MiB or 4 KiB pieces; one PutObject per small file."""
+    mib = sizes.size / MiB
+    out: dict[str, Cell] = {}
+    for bs, tag in ((MiB, "1m"), (4096, "4k")):
+        key = f"seq-{tag}.bin"
+        start = time.perf_counter()
+        s3.upload_file(str(source), bucket, key)
+        out[f"write_{tag}"] = rate(mib, time.perf_counter() - start)
+        start = time.perf_counter()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        total = 0
+        while chunk := body.read(bs):
+            total += len(chunk)
+        elapsed = time.perf_counter() - start
+        if total != sizes.size:
+            raise RuntimeError(f"GetObject {key} returned {total} bytes, not {sizes.size}")
+        out[f"read_{tag}"] = rate(mib, elapsed)
+    payload = os.urandom(sizes.file_size)
+    start = time.perf_counter()
+    for i in range(sizes.files):
+        s3.put_object(Bucket=bucket, Key=f"creates/f-{i:05d}", Body=payload)
+    out["creates"] = rate(sizes.files, time.perf_counter() - start)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Processes and mounts
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    target = os.path.abspath(mountpoint)
+    with open("/proc/self/mounts") as table:
+        return any(len(f) > 1 and f[1] == target for f in (line.split() for line in table))
+
+
+def fuse_unavailable() -> str | None:
+    """Why FUSE mounts cannot be made here, or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is not installed (Debian package fuse3)"
+    return None
+
+
+@contextmanager
+def mounted(argv: Sequence[str], mountpoint: Path, log_path: Path,
+            env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Iterator[Path]:
+    """Run a foreground FUSE file system (its PID is ours); unmount and reap it at the end."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT,
+                                env=dict(env) if env is not None else None)
+    try:
+        deadline = time.monotonic() + timeout
+        while not is_mounted(mountpoint):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{argv[0]} did not mount {mountpoint}:\n{tail}")
+            time.sleep(0.05)
+        yield mountpoint
+    finally:
+        for lazy in ((), ("-z",)):
+            if not is_mounted(mountpoint):
+                break
+            subprocess.run(["fusermount3", "-u", *lazy, str(mountpoint)],
+                           capture_output=True, check=False)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQUALL_"))}
+    return {**env, "SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY}
+
+
+def squall_mount_argv(endpoint: str, bucket: str, mountpoint: Path) -> list[str]:
+    return [sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket, str(mountpoint)]
+
+
+def s3fs_argv(endpoint: str, bucket: str, mountpoint: Path, passwd: Path) -> list[str]:
+    options = [f"url={endpoint}", "use_path_request_style", f"passwd_file={passwd}", "sigv4",
+               "endpoint=us-east-1"]
+    argv = ["s3fs", bucket, str(mountpoint), "-f"]
+    for option in options:
+        argv += ["-o", option]
+    return argv
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    columns: tuple[Column, Column, Column]
+    notes: tuple[str, ...]
+
+    def markdown(self) -> str:
+        text = render_markdown(build_table(*self.columns))
+        if self.notes:
+            text += "\n\n" + "\n".join(f"* {n}" for n in self.notes)
+        return text
+
+
+def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache: bool = True,
+        progress: Callable[[str], None] = lambda _: None) -> Report:
+    """Start the gateway, measure the three columns, stop everything.
+
+    ``drop_page_cache=False`` never touches the machine's page cache (reads then go to
+    files uploaded with boto3 beforehand)."""
+    if (reason := fuse_unavailable()) is not None:
+        raise RuntimeError(f"cannot mount FUSE here: {reason}")
+    source = workdir / "source.bin"
+    with open(source, "wb") as f:
+        f.writelines(os.urandom(MiB) for _ in range(sizes.size // MiB))
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = ServerProcess(
+        [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(workdir / "data"), "--log-level", "warning"],
+        endpoint=endpoint, log_path=workdir / "gateway.log", env=child_env())
+    cold_reads = drop_page_cache and drop_caches()
+    extra: list[str] = [] if cold_reads else [
+        "page cache not dropped: the mounts read files uploaded with boto3 beforehand"]
+    with server:
+        s3 = s3_client(endpoint)
+
+        def new_bucket(prefix: str) -> str:
+            name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+            s3.create_bucket(Bucket=name)
+            if not cold_reads:
+                for tag in ("1m", "4k"):
+                    s3.upload_file(str(source), name, f"cold-{tag}.bin")
+            return name
+
+        progress("squall mount")
+        bucket = new_bucket("mount")
+        with mounted(squall_mount_argv(endpoint, bucket, workdir / "mnt"), workdir / "mnt",
+                     workdir / "mount.log", env=child_env()) as root:
+            mount = Column("squall mount", fs_workloads(root, source, sizes, cold_reads))
+        progress("boto3")
+        direct = Column("boto3", boto3_workloads(s3, new_bucket("boto3"), source, sizes))
+        s3fs_results: dict[str, Cell]
+        if not with_s3fs:
+            s3fs_results = dict.fromkeys((w.key for w in WORKLOADS), "not run (--no-s3fs)")
+        elif shutil.which("s3fs") is None:
+            s3fs_results = dict.fromkeys((w.key for w in WORKLOADS),
+                                         "s3fs is not installed (Debian package s3fs)")
+        else:
+            progress("s3fs")
+            passwd = workdir / "s3fs.passwd"
+            passwd.write_text(f"{ACCESS_KEY}:{SECRET_KEY}\n")
+            passwd.chmod(0o600)
+            bucket = new_bucket("s3fs")
+            argv = s3fs_argv(endpoint, bucket, workdir / "s3fs-mnt", passwd)
+            with mounted(argv, workdir / "s3fs-mnt", workdir / "s3fs.log") as root:
+                s3fs_results = fs_workloads(root, source, sizes, cold_reads)
+        s3fs = Column("s3fs", s3fs_results)
+    columns = (mount, direct, s3fs)
+    return Report(columns, tuple(extra + notes(columns)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtests.bench.fuse",
+                                     description="squall mount vs boto3 vs s3fs-fuse")
+    parser.add_argument("--size-mib", type=int, default=256,
+                        help="size of the sequential file in MiB (default 256)")
+    parser.add_argument("--files", type=int, default=1000, help="small files created")
+    parser.add_argument("--file-size", type=int, default=4096, help="bytes per small file")
+    parser.add_argument("--no-s3fs", action="store_true", help="skip the s3fs column")
+    parser.add_argument("--no-drop-caches", action="store_true",
+                        help="leave the page cache alone; read files uploaded with boto3")
+    parser.add_argument("--workdir", type=Path,
+                        help="keep data, mounts and logs here (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    sizes = Sizes(args.size_mib * MiB, args.files, args.file_size)
+    options = {"with_s3fs": not args.no_s3fs, "drop_page_cache": not args.no_drop_caches}
+
+    def progress(message: str) -> None:
+        print(f"measuring: {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.workdir is not None:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            report = run(sizes, args.workdir, progress=progress, **options)
+        else:
+            with tempfile.TemporaryDirectory(prefix="squall-fuse-bench-") as tmp:
+                report = run(sizes, Path(tmp), progress=progress, **options)
+    except RuntimeError as exc:
+        print(f"fuse bench: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.size_mib} MiB sequential file, {args.files} files of {args.file_size} bytes\n")
+    print(report.markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
