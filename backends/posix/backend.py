@@ -20,10 +20,10 @@ from backends.base import (
 )
 from backends.blocking import run_blocking
 from backends.errors import BackendError
+from backends.locks import NamedLocks
 from backends.multipart import MIN_PART_SIZE
 from backends.posix import buckets
 from backends.posix.hidden import HiddenArea
-from backends.posix.locks import NamedLocks
 from backends.posix.metadata import MetaStore, detect_xattrs
 from backends.posix.objects import ObjectStore
 from backends.posix.oserrors import os_errors

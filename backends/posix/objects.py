@@ -25,11 +25,11 @@ from backends.errors import (
     NoSuchKey,
     PreconditionFailed,
 )
+from backends.locks import NamedLocks
 from backends.posix import tree
 from backends.posix.hidden import HiddenArea
 from backends.posix.layout import KeyPath, check_bucket, encode_key
 from backends.posix.listing import TreeLister
-from backends.posix.locks import NamedLocks
 from backends.posix.metadata import MetaStore, Record
 from backends.posix.oserrors import os_errors
 from backends.posix.reader import BytesBody, FileBody

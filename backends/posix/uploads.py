@@ -21,6 +21,7 @@ from typing import Any
 from backends.base import Body, CompletedPart, ObjectInfo, ObjectMeta, PartInfo, UploadInfo
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, InvalidDigest, InvalidPart, NoSuchBucket, NoSuchUpload
+from backends.locks import NamedLocks
 from backends.multipart import (
     MAX_PART_NUMBER,
     check_completion,
@@ -31,7 +32,6 @@ from backends.posix import buckets
 from backends.posix.files import fsync_dir, read_small, remove_tree, temp_name, write_atomic
 from backends.posix.hidden import HiddenArea
 from backends.posix.layout import check_bucket, encode_key
-from backends.posix.locks import NamedLocks
 from backends.posix.metadata import meta_from_json, meta_to_json
 from backends.posix.objects import ObjectStore
 from backends.posix.oserrors import os_errors

@@ -6,6 +6,7 @@ import base64
 from typing import Any
 
 from backends.errors import NoSuchBucket, NoSuchKey, PreconditionFailed
+from backends.locks import NamedLocks
 from backends.s3.client import ClientHolder
 from backends.s3.config import S3Config
 from backends.s3.errors import error_code, upstream
@@ -24,6 +25,9 @@ class Upstream:
         self.config = config
         self.naming = Naming(config.bucket, config.prefix)
         self._clients = ClientHolder(config)
+        # Writes of one key commit one at a time, so the write that returns last is the
+        # one the upstream keeps (an upstream may apply concurrent writes in any order).
+        self.commits = NamedLocks()
 
     async def client(self) -> Any:
         return await self._clients.get()

@@ -47,13 +47,17 @@ async def put_object(up: Upstream, bucket: str, key: str, body: AsyncIterator[by
         if spool.size > up.config.part_size * MAX_PART_NUMBER:
             raise EntityTooLarge(f"Objects PUT through this backend are limited to "
                                  f"{MAX_PART_NUMBER} parts of {up.config.part_size} bytes.")
-        conditions = await up.conditions(bucket, key, if_match, if_none_match)
         info = ObjectInfo(bucket=bucket, key=key, size=spool.size, etag=md5.hex(),
                           last_modified=0.0, meta=meta)
-        if spool.in_memory:
-            await _single(up, info, spool.memory(), md5, conditions)
-        else:
-            await _multipart(up, info, spool, conditions)
+        async with up.commits.hold((bucket, key)):
+            try:
+                conditions = await up.conditions(bucket, key, if_match, if_none_match)
+                if spool.in_memory:
+                    await _single(up, info, spool.memory(), md5, conditions)
+                else:
+                    await _multipart(up, info, spool, conditions)
+            finally:
+                await spool.aclose()  # before the lock goes: callers see commit order
     finally:
         await spool.aclose()
     return replace(info, last_modified=time.time())
