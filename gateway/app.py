@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -19,7 +18,6 @@ from gateway.cache.tier import CacheTier
 from gateway.components import Components
 from gateway.s3api.endpoint import S3Endpoint
 from gateway.s3api.errors import s3_error_for
-from gateway.s3api.sigv4 import authenticate
 
 log = logging.getLogger("squall")
 
@@ -77,17 +75,16 @@ def build_app(components: Components) -> S3Dispatcher:
     def secret_for(key: str) -> str | None:
         return creds.secret_key if key == creds.access_key else None
 
+    endpoint = S3Endpoint(components.service, secret_for=secret_for,
+                          domain=components.settings.domain, metrics=components.metrics)
+
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:
         """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
 
         Signed like an S3 request (SigV4, same credentials)."""
         try:
-            authenticate(method="POST", raw_path=request.scope.get("raw_path", b"").decode(
-                "latin-1"), query=request.scope["query_string"].decode("latin-1"),
-                headers=[(k.decode("latin-1").lower(), v.decode("latin-1"))
-                         for k, v in request.scope["headers"]],
-                secret_for=secret_for, now=time.time())
+            endpoint.authenticate(request.scope)
         except StorageError as exc:
             spec, message = s3_error_for(exc)
             return JSONResponse({"error": spec.code, "message": message},
@@ -95,8 +92,6 @@ def build_app(components: Components) -> S3Dispatcher:
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
 
-    endpoint = S3Endpoint(components.service, secret_for=secret_for,
-                          domain=components.settings.domain, metrics=components.metrics)
     return S3Dispatcher(app, endpoint)
 
 

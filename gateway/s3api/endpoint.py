@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from backends.errors import StorageError
 from gateway.metrics import Metrics
@@ -20,7 +21,7 @@ from gateway.s3api.errors import InvalidArgument, InvalidRequest, s3_error_for
 from gateway.s3api.handlers import buckets, multipart, objects
 from gateway.s3api.responses import error_response
 from gateway.s3api.routing import Level, route
-from gateway.s3api.sigv4 import authenticate
+from gateway.s3api.sigv4 import AuthContext, authenticate
 from gateway.service import ObjectService
 
 log = logging.getLogger("squall.s3")
@@ -90,11 +91,7 @@ class S3Endpoint:
             resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
             query_string = scope["query_string"].decode("latin-1")
             query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
-            auth = authenticate(method=request.method,
-                                raw_path=(scope.get("raw_path") or b"/").decode("latin-1"),
-                                query=query_string,
-                                headers=pairs,
-                                secret_for=self._secret_for, now=time.time())
+            auth = self.authenticate(scope, pairs)
             operation = route(request.method, target.level, query, headers)
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service)
@@ -115,6 +112,17 @@ class S3Endpoint:
         access_log.info("%s %s %s %s %d %.1fms", request_id, operation, request.method,
                         resource, response.status_code, elapsed * 1000)
         return response
+
+    def authenticate(self, scope: Scope,
+                     pairs: list[tuple[str, str]] | None = None) -> AuthContext:
+        """Verify the request's SigV4 signature (header or presigned) with our keys."""
+        if pairs is None:
+            pairs = [(n.decode("latin-1").lower(), v.decode("latin-1"))
+                     for n, v in scope["headers"]]
+        return authenticate(method=scope["method"],
+                            raw_path=(scope.get("raw_path") or b"/").decode("latin-1"),
+                            query=scope["query_string"].decode("latin-1"), headers=pairs,
+                            secret_for=self._secret_for, now=time.time())
 
     @staticmethod
     def _error(exc: BaseException, request: Request, resource: str,

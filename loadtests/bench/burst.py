@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from loadtests.bench.server import ServerProcess, free_port
+from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials
 from loadtests.units import format_size, parse_size
@@ -70,18 +69,11 @@ def drain(endpoint: str, poll_s: float = 0.05) -> float:
 
 def measure(name: str, args: Sequence[str], *, clients: int, size: int,
             work: Path) -> BurstResult:
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    data_dir = work / name
-    env = {**os.environ}
-    env.setdefault("SQUALL_ACCESS_KEY", "BURST" + secrets.token_hex(6).upper())
-    env.setdefault("SQUALL_SECRET_KEY", secrets.token_urlsafe(24))
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(data_dir), "--log-level", "warning", *args]
-    with ServerProcess(argv, endpoint=endpoint, log_path=work / f"{name}.log", env=env):
+    env = squall_credentials("BURST")
+    with squall_server(name, args, work, env) as server:
         signer = Signer(load_credentials(env))
-        burst_s = asyncio.run(run_burst(endpoint, signer, clients=clients, size=size))
-        drain_s = drain(endpoint)
+        burst_s = asyncio.run(run_burst(server.endpoint, signer, clients=clients, size=size))
+        drain_s = drain(server.endpoint)
     return BurstResult(name, burst_s, drain_s, clients * size)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import aiohttp
 
-from loadtests.bench.server import ServerProcess, free_port
+from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.sigv4 import Signer, load_credentials
 from loadtests.units import format_size, parse_size
 
@@ -63,18 +62,11 @@ async def _transfer(endpoint: str, signer: Signer, size: int) -> None:
 
 def measure(name: str, args: Sequence[str], size: int, work: Path) -> tuple[int, int]:
     """(RSS before, peak RSS after) of the server in KiB."""
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {**os.environ}
-    env.setdefault("SQUALL_ACCESS_KEY", "MEM" + secrets.token_hex(6).upper())
-    env.setdefault("SQUALL_SECRET_KEY", secrets.token_urlsafe(24))
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(work / name), "--log-level", "warning", *args]
-    with ServerProcess(argv, endpoint=endpoint, log_path=work / f"{name}.log",
-                       env=env) as server:
+    env = squall_credentials("MEM")
+    with squall_server(name, args, work, env) as server:
         assert server.pid is not None
         before = _rss_kib(server.pid, "VmRSS")
-        asyncio.run(_transfer(endpoint, Signer(load_credentials(env)), size))
+        asyncio.run(_transfer(server.endpoint, Signer(load_credentials(env)), size))
         return before, _rss_kib(server.pid, "VmHWM")
 
 

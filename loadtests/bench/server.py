@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -126,3 +128,19 @@ class ServerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def squall_credentials(prefix: str = "BENCH") -> dict[str, str]:
+    """A fresh key pair as the ``SQUALL_*`` variables a gateway and its clients read."""
+    return {"SQUALL_ACCESS_KEY": prefix + secrets.token_hex(6).upper(),
+            "SQUALL_SECRET_KEY": secrets.token_urlsafe(24)}
+
+
+def squall_server(name: str, args: Sequence[str], work: Path,
+                  env: Mapping[str, str]) -> ServerProcess:
+    """``squall serve`` on a free loopback port with its data under ``work/name``."""
+    port = free_port()
+    argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+            "--data-dir", str(work / name), "--log-level", "warning", *args]
+    return ServerProcess(argv, endpoint=f"http://127.0.0.1:{port}",
+                         log_path=work / f"{name}.log", env={**os.environ, **env})

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtests.bench.server import ServerProcess, free_port
+from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials
 from loadtests.units import format_size, parse_size
@@ -48,15 +47,6 @@ async def write_then_read(endpoint: str, signer: Signer, *, clients: int,
         await target.close()
 
 
-def _server(name: str, args: Sequence[str], env: dict[str, str],
-            work: Path) -> ServerProcess:
-    port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(work / name), "--log-level", "warning", *args]
-    return ServerProcess(argv, endpoint=f"http://127.0.0.1:{port}",
-                         log_path=work / f"{name}.log", env=env)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtests.bench.upstream",
                                      description=__doc__.split("\n\n")[0])
@@ -66,22 +56,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", default="2GiB", help="the front gateway's cache")
     args = parser.parse_args(argv)
     size = parse_size(args.size)
-    upstream_env = {**os.environ, "SQUALL_ACCESS_KEY": "UP" + secrets.token_hex(6).upper(),
-                    "SQUALL_SECRET_KEY": secrets.token_urlsafe(24)}
-    front_env = {**os.environ, "SQUALL_ACCESS_KEY": "FRONT" + secrets.token_hex(6).upper(),
-                 "SQUALL_SECRET_KEY": secrets.token_urlsafe(24),
+    upstream_env = squall_credentials("UP")
+    front_env = {**squall_credentials("FRONT"),
                  "SQUALL_UPSTREAM_ACCESS_KEY": upstream_env["SQUALL_ACCESS_KEY"],
                  "SQUALL_UPSTREAM_SECRET_KEY": upstream_env["SQUALL_SECRET_KEY"]}
     with tempfile.TemporaryDirectory(prefix="squall-upstream-") as tmp:
         work = Path(tmp)
-        upstream = _server("upstream", ["--cache-size", "0", "--backend-bandwidth", args.rate],
-                           upstream_env, work)
+        upstream = squall_server(
+            "upstream", ["--cache-size", "0", "--backend-bandwidth", args.rate], work,
+            upstream_env)
         with upstream:
             direct = asyncio.run(write_then_read(
                 upstream.endpoint, Signer(load_credentials(upstream_env)),
                 clients=args.clients, size=size))
-            front = _server("front", ["--cache-size", args.cache, "--backend",
-                                      f"s3:{upstream.endpoint}"], front_env, work)
+            front = squall_server(
+                "front", ["--cache-size", args.cache, "--backend", f"s3:{upstream.endpoint}"],
+                work, front_env)
             with front:
                 buffered = asyncio.run(write_then_read(
                     front.endpoint, Signer(load_credentials(front_env)),
