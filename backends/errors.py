@@ -54,6 +54,20 @@ class NoSuchKey(StorageError):
         self.key = key
 
 
+class NoSuchVersion(StorageError):
+    """The specified version does not exist."""
+
+    def __init__(self, bucket: str, key: str, version_id: str) -> None:
+        super().__init__(resource=f"{bucket}/{key}")
+        self.bucket = bucket
+        self.key = key
+        self.version_id = version_id
+
+
+class InvalidVersionId(StorageError):
+    """Invalid version id specified."""
+
+
 class InvalidKey(StorageError):
     """The specified key is not valid."""
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 from backends.errors import InvalidKey, KeyTooLong
 
 MAX_KEY_BYTES = 1024
+# Keys the gateway keeps for itself start with this character, which clients may not
+# use: version records and bucket settings. A backend stores them like other keys but
+# may keep them apart; a listing returns them only when its prefix starts with it.
+INTERNAL_PREFIX = "\x7f"
+MAX_INTERNAL_KEY_BYTES = 3 * MAX_KEY_BYTES  # a client key, escaped, plus a version
 
 
 def check_key(key: str) -> None:
@@ -15,5 +20,6 @@ def check_key(key: str) -> None:
         size = len(key.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidKey("The key is not valid UTF-8.") from exc
-    if size > MAX_KEY_BYTES:
+    limit = MAX_INTERNAL_KEY_BYTES if key.startswith(INTERNAL_PREFIX) else MAX_KEY_BYTES
+    if size > limit:
         raise KeyTooLong(f"The key is {size} bytes long; the limit is {MAX_KEY_BYTES}.")

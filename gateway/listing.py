@@ -16,7 +16,7 @@ from backends.base import ObjectInfo, UploadInfo
 T = TypeVar("T")
 
 # Sorts after every key that starts with a given prefix (keys are valid UTF-8).
-_AFTER_ALL = "\U0010ffff"
+AFTER_ALL = "\U0010ffff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class UploadPage:
 
 
 @contextlib.asynccontextmanager
-async def _closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+async def closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
     """Close a backend listing however the page ends (listings may hold fds)."""
     try:
         yield items
@@ -47,7 +47,7 @@ async def _closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
             await aclose()
 
 
-def _prefix_of(key: str, prefix: str, delimiter: str) -> str | None:
+def prefix_of(key: str, prefix: str, delimiter: str) -> str | None:
     if not delimiter:
         return None
     at = key.find(delimiter, len(prefix))
@@ -64,13 +64,13 @@ async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, pref
     if max_keys <= 0:
         return ListPage()
     # A marker that is a common prefix (returned by an earlier page) skips that prefix.
-    if after.startswith(prefix) and _prefix_of(after, prefix, delimiter) == after:
-        start = after + _AFTER_ALL
+    if after.startswith(prefix) and prefix_of(after, prefix, delimiter) == after:
+        start = after + AFTER_ALL
     while True:
         restarted = False
-        async with _closing(iterate(start)) as listing:
+        async with closing(iterate(start)) as listing:
             async for info in listing:
-                cp = _prefix_of(info.key, prefix, delimiter)
+                cp = prefix_of(info.key, prefix, delimiter)
                 if len(objects) + len(prefixes) >= max_keys:
                     return ListPage(objects, prefixes, True, last or None)
                 if cp is None:
@@ -79,7 +79,7 @@ async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, pref
                     continue
                 prefixes.append(cp)
                 last = cp
-                start = cp + _AFTER_ALL  # skip the whole prefix
+                start = cp + AFTER_ALL  # skip the whole prefix
                 restarted = True
                 break
         if not restarted:
@@ -91,7 +91,7 @@ async def upload_page(uploads: AsyncIterator[UploadInfo], *, prefix: str, delimi
     """One page of ListMultipartUploads (uploads are sorted by key, initiated, id)."""
     page: list[UploadInfo] = []
     prefixes: list[str] = []
-    async with _closing(uploads) as listing:
+    async with closing(uploads) as listing:
         async for up in listing:
             if key_marker:
                 if up.key < key_marker:
@@ -99,7 +99,7 @@ async def upload_page(uploads: AsyncIterator[UploadInfo], *, prefix: str, delimi
                 if up.key == key_marker and (not upload_id_marker
                                              or up.upload_id <= upload_id_marker):
                     continue
-            cp = _prefix_of(up.key, prefix, delimiter)
+            cp = prefix_of(up.key, prefix, delimiter)
             if cp is not None and prefixes and prefixes[-1] == cp:
                 continue
             if len(page) + len(prefixes) >= max_uploads:

@@ -25,6 +25,7 @@ from backends.base import (
     UploadInfo,
 )
 from backends.errors import (
+    BucketNotEmpty,
     InvalidBucketName,
     InvalidKey,
     NotImplementedByBackend,
@@ -32,7 +33,17 @@ from backends.errors import (
 )
 from backends.keys import check_key as backends_check_key
 from gateway.conditions import Conditions
-from gateway.listing import ListPage, UploadPage, list_page, upload_page
+from gateway.listing import AFTER_ALL, ListPage, UploadPage, closing, list_page, upload_page
+from gateway.versioning import VersionedObjects, VersioningStatus
+from gateway.versioning.listing import VersionPage, version_page
+from gateway.versioning.objects import DeleteOutcome
+from gateway.versioning.records import (
+    INTERNAL,
+    Version,
+    current_version,
+    is_internal,
+    unstamped,
+)
 
 NO_CONDITIONS = Conditions()
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -64,11 +75,15 @@ def check_key(key: str) -> None:
     backends_check_key(key)
     if any(ord(c) < 32 and c not in "\t\n\r" for c in key) or "\ufffe" in key:
         raise InvalidKey("Object keys must not contain control characters.", resource=key)
+    if is_internal(key):
+        raise InvalidKey("Object keys must not start with U+007F (reserved).", resource=key)
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteResult:
     key: str
+    version_id: str | None = None  # as asked for
+    outcome: DeleteOutcome | None = None
     error: StorageError | None = None
 
 
@@ -78,6 +93,13 @@ class CopySource:
     key: str
     conditions: Conditions = NO_CONDITIONS
     byte_range: RangeRequest | None = None
+    version_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CopyResult:
+    info: ObjectInfo
+    source_version_id: str | None  # the source version copied, in a versioned bucket
 
 
 class ObjectService:
@@ -85,6 +107,7 @@ class ObjectService:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
+        self._versions = VersionedObjects(backend)
 
     @property
     def backend(self) -> Backend:
@@ -102,13 +125,28 @@ class ObjectService:
 
     async def create_bucket(self, bucket: str) -> BucketInfo:
         check_bucket_name(bucket)
+        self._versions.forget(bucket)
         return await self._backend.create_bucket(bucket)
 
     async def head_bucket(self, bucket: str) -> BucketInfo:
         return await self._backend.head_bucket(bucket)
 
     async def delete_bucket(self, bucket: str) -> None:
-        await self._backend.delete_bucket(bucket)
+        status = await self._versions.status(bucket)
+        await self._versions.before_bucket_delete(bucket)
+        try:
+            await self._backend.delete_bucket(bucket)
+        except BucketNotEmpty:
+            if status is not VersioningStatus.UNVERSIONED:  # a write raced the delete
+                await self._versions.set_status(bucket, status)
+            raise
+
+    async def get_bucket_versioning(self, bucket: str) -> VersioningStatus:
+        await self._backend.head_bucket(bucket)
+        return await self._versions.status(bucket)
+
+    async def put_bucket_versioning(self, bucket: str, status: VersioningStatus) -> None:
+        await self._versions.set_status(bucket, status)
 
     # -- objects -----------------------------------------------------------------------
 
@@ -117,18 +155,24 @@ class ObjectService:
                          if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         check_key(key)
-        return await self._backend.put_object(bucket, key, body, meta=meta,
-                                              content_md5=content_md5, if_match=if_match,
-                                              if_none_match=if_none_match)
+
+        async def writer(stamped: ObjectMeta) -> ObjectInfo:
+            return await self._backend.put_object(bucket, key, body, meta=stamped,
+                                                  content_md5=content_md5, if_match=if_match,
+                                                  if_none_match=if_none_match)
+        return await self._versions.write(bucket, key, meta, writer)
 
     async def get_object(self, bucket: str, key: str, *, byte_range: RangeRequest | None,
-                         conditions: Conditions = NO_CONDITIONS) -> ObjectStream:
+                         conditions: Conditions = NO_CONDITIONS,
+                         version_id: str | None = None) -> ObjectStream:
         """Open an object; conditions are checked on the very version opened."""
         check_key(key)
         if conditions:
             # Preconditions are evaluated before the range (412/304 win over 416).
-            conditions.check_read(await self._backend.head_object(bucket, key))
-        stream = await self._backend.get_object(bucket, key, byte_range=byte_range)
+            conditions.check_read(await self._versions.head(bucket, key,
+                                                            version_id=version_id))
+        stream = await self._versions.get(bucket, key, version_id=version_id,
+                                          byte_range=byte_range)
         try:
             conditions.check_read(stream.info)
         except BaseException:
@@ -137,61 +181,102 @@ class ObjectService:
         return stream
 
     async def head_object(self, bucket: str, key: str, *,
-                          conditions: Conditions = NO_CONDITIONS) -> ObjectInfo:
+                          conditions: Conditions = NO_CONDITIONS,
+                          version_id: str | None = None) -> ObjectInfo:
         check_key(key)
-        info = await self._backend.head_object(bucket, key)
+        info = await self._versions.head(bucket, key, version_id=version_id)
         conditions.check_read(info)
         return info
 
-    async def delete_object(self, bucket: str, key: str) -> None:
+    async def delete_object(self, bucket: str, key: str, *,
+                            version_id: str | None = None) -> DeleteOutcome:
         check_key(key)
-        await self._backend.delete_object(bucket, key)
+        return await self._versions.delete(bucket, key, version_id=version_id)
 
-    async def delete_objects(self, bucket: str, keys: Sequence[str]) -> list[DeleteResult]:
+    async def delete_objects(self, bucket: str, objects: Sequence[tuple[str, str | None]]
+                             ) -> list[DeleteResult]:
+        """Delete (key, version id or None) pairs, each on its own."""
         await self._backend.head_bucket(bucket)
         results = []
-        for key in keys:
+        for key, version_id in objects:
             try:
-                await self.delete_object(bucket, key)
-                results.append(DeleteResult(key))
+                outcome = await self.delete_object(bucket, key, version_id=version_id)
+                results.append(DeleteResult(key, version_id, outcome))
             except StorageError as exc:
-                results.append(DeleteResult(key, exc))
+                results.append(DeleteResult(key, version_id, error=exc))
         return results
+
+    async def _source(self, source: CopySource) -> tuple[str, Version | None]:
+        """The stored key and version (None in an unversioned bucket) of a copy source."""
+        version = await self._versions.source(source.bucket, source.key, source.version_id)
+        return (source.key if version is None else version.stored_key), version
 
     async def copy_object(self, source: CopySource, bucket: str, key: str, *,
                           meta: ObjectMeta | None, tags: dict[str, str] | None = None
-                          ) -> ObjectInfo:
+                          ) -> CopyResult:
         """Copy ``source``; ``meta`` None keeps the source metadata (directive COPY).
 
         ``tags`` None keeps the source tags (tagging directive COPY).
         """
         check_key(key)
-        src = await self._backend.head_object(source.bucket, source.key)
+        stored, version = await self._source(source)
+        src = self._versions.view(await self._backend.head_object(source.bucket, stored),
+                                  version)
         source.conditions.check_copy_source(src)
         new_meta = meta if meta is not None else src.meta
         new_meta = replace(new_meta, tags=dict(src.meta.tags) if tags is None else tags,
                            checksum=src.meta.checksum if meta is None else new_meta.checksum)
-        if isinstance(self._backend, CopyingBackend):
-            return await self._backend.copy_object(source.bucket, source.key, bucket, key,
-                                                   meta=new_meta, src_etag=src.etag)
-        async with await self._backend.get_object(source.bucket, source.key) as stream:
-            source.conditions.check_copy_source(stream.info)
-            return await self._backend.put_object(bucket, key, aiter(stream), meta=new_meta)
 
-    async def replace_tags(self, bucket: str, key: str, tags: dict[str, str]) -> ObjectInfo:
+        async def writer(stamped: ObjectMeta) -> ObjectInfo:
+            if isinstance(self._backend, CopyingBackend):
+                raw = await self._backend.head_object(source.bucket, stored)
+                return await self._backend.copy_object(source.bucket, stored, bucket, key,
+                                                       meta=stamped, src_etag=raw.etag)
+            async with await self._backend.get_object(source.bucket, stored) as stream:
+                return await self._backend.put_object(bucket, key, aiter(stream),
+                                                      meta=stamped)
+        info = await self._versions.write(bucket, key, new_meta, writer)
+        return CopyResult(info, None if version is None else version.version_id)
+
+    async def replace_tags(self, bucket: str, key: str, tags: dict[str, str], *,
+                           version_id: str | None = None) -> ObjectInfo:
         check_key(key)
-        info = await self._backend.head_object(bucket, key)
-        return await self._backend.replace_metadata(bucket, key, replace(info.meta, tags=tags))
+        return await self._versions.replace_meta(bucket, key, version_id,
+                                                 lambda meta: replace(meta, tags=tags))
 
     async def list_objects(self, bucket: str, *, prefix: str, delimiter: str, max_keys: int,
                            after: str) -> ListPage:
         await self._backend.head_bucket(bucket)
 
         def iterate(start_after: str) -> AsyncIterator[ObjectInfo]:
-            return self._backend.iter_objects(bucket, prefix=prefix, start_after=start_after)
+            return self._current_objects(bucket, prefix, start_after)
 
         return await list_page(iterate, prefix=prefix, delimiter=delimiter, max_keys=max_keys,
                                after=after)
+
+    async def _current_objects(self, bucket: str, prefix: str, start_after: str
+                               ) -> AsyncIterator[ObjectInfo]:
+        """Current objects as clients see them; internal keys are skipped."""
+        while True:
+            async with closing(self._backend.iter_objects(
+                    bucket, prefix=prefix, start_after=start_after)) as listing:
+                async for info in listing:
+                    if is_internal(info.key):
+                        break
+                    yield self._versions.view(info, current_version(info)
+                                              if info.meta.user else None)
+                else:
+                    return
+            if start_after >= INTERNAL + AFTER_ALL:
+                return
+            start_after = INTERNAL + AFTER_ALL
+
+    async def list_object_versions(self, bucket: str, *, prefix: str, delimiter: str,
+                                   max_keys: int, key_marker: str,
+                                   version_id_marker: str) -> VersionPage:
+        return await version_page(self._versions, bucket, prefix=prefix, delimiter=delimiter,
+                                  max_keys=max_keys, key_marker=key_marker,
+                                  version_id_marker=version_id_marker)
 
     # -- multipart ---------------------------------------------------------------------
 
@@ -199,7 +284,8 @@ class ObjectService:
                                       meta: ObjectMeta) -> UploadInfo:
         check_key(key)
         await self._backend.head_bucket(bucket)
-        return await self._multipart().create_multipart_upload(bucket, key, meta=meta)
+        return await self._multipart().create_multipart_upload(bucket, key,
+                                                               meta=unstamped(meta))
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                           body: AsyncIterator[bytes], *,
@@ -208,15 +294,18 @@ class ObjectService:
                                                    content_md5=content_md5)
 
     async def upload_part_copy(self, source: CopySource, bucket: str, key: str,
-                               upload_id: str, part_number: int) -> PartInfo:
+                               upload_id: str, part_number: int
+                               ) -> tuple[PartInfo, str | None]:
         multipart = self._multipart()
         # Fail on an unknown upload before reading any source bytes.
         await multipart.list_parts(bucket, key, upload_id)
-        async with await self._backend.get_object(source.bucket, source.key,
+        stored, version = await self._source(source)
+        async with await self._backend.get_object(source.bucket, stored,
                                                   byte_range=source.byte_range) as stream:
-            source.conditions.check_copy_source(stream.info)
-            return await multipart.upload_part(bucket, key, upload_id, part_number,
+            source.conditions.check_copy_source(self._versions.view(stream.info, version))
+            part = await multipart.upload_part(bucket, key, upload_id, part_number,
                                                aiter(stream))
+        return part, None if version is None else version.version_id
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         return await self._multipart().list_parts(bucket, key, upload_id)
@@ -225,8 +314,12 @@ class ObjectService:
                                         parts: Sequence[CompletedPart], *,
                                         if_match: str | None = None,
                                         if_none_match: str | None = None) -> ObjectInfo:
-        return await self._multipart().complete_multipart_upload(
-            bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
+        multipart = self._multipart()
+
+        async def complete() -> ObjectInfo:
+            return await multipart.complete_multipart_upload(
+                bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
+        return await self._versions.stamp_completed(bucket, key, complete)
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._multipart().abort_multipart_upload(bucket, key, upload_id)

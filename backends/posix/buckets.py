@@ -140,6 +140,9 @@ def delete(hidden: HiddenArea, bucket: str, *, durable: bool) -> None:
     head(hidden, bucket)
     if has_uploads(hidden, bucket):
         raise BucketNotEmpty(bucket)
+    internal = hidden.internal / bucket
+    if internal.is_dir() and not _remove_empty_dirs(internal):
+        raise BucketNotEmpty(bucket)  # version records remain
     path = hidden.root / bucket
     try:
         os.rmdir(path)

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.errors import BackendError
-from backends.posix.files import fsync_dir, read_small, remove_tree, write_atomic
+from backends.keys import INTERNAL_PREFIX
+from backends.posix import tree
+from backends.posix.files import O_DIR, fsync_dir, read_small, remove_tree, write_atomic
 from backends.posix.layout import FORMAT_VERSION
 
 HIDDEN_NAME = ".squall"
@@ -43,10 +45,35 @@ class HiddenArea:
     def uploads(self) -> Path:
         return self.base / "uploads"
 
+    @property
+    def internal(self) -> Path:
+        """Per-bucket trees of internal keys (version records, bucket settings)."""
+        return self.base / "internal"
+
+    def open_base(self, bucket: str, key: str, *, durable: bool) -> int:
+        """Blocking: an fd of the directory ``key`` is stored under (caller closes).
+
+        Client keys live in the bucket directory, internal keys (``INTERNAL_PREFIX``) in
+        ``internal/<bucket>``, made on first use; NoSuchBucket without the bucket.
+        """
+        bucket_fd = tree.open_bucket(self.root, bucket)
+        if not key.startswith(INTERNAL_PREFIX):
+            return bucket_fd
+        os.close(bucket_fd)
+        path = self.internal / bucket
+        try:
+            return os.open(path, O_DIR)
+        except FileNotFoundError:
+            path.mkdir(exist_ok=True)
+            if durable:
+                fsync_dir(self.internal)
+            return os.open(path, O_DIR)
+
     def prepare(self, *, durable: bool) -> None:
         """Create the area (blocking), check the format version, drop stale temp files."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for path in (self.base, self.tmp, self.buckets, self.meta, self.uploads):
+        for path in (self.base, self.tmp, self.buckets, self.meta, self.uploads,
+                     self.internal):
             path.mkdir(exist_ok=True)
         marker = self.base / "format.json"
         try:

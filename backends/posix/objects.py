@@ -79,9 +79,11 @@ class ObjectStore:
 
     # -- blocking helpers (worker threads) -------------------------------------------
 
-    def _in_bucket(self, bucket: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Blocking: ``fn(bucket_fd, *args, **kwargs)``; NoSuchBucket if it is gone."""
-        bucket_fd = tree.open_bucket(self._hidden.root, bucket)
+    def _in_bucket(self, bucket: str, key: str, fn: Callable[..., T], *args: Any,
+                   **kwargs: Any) -> T:
+        """Blocking: ``fn(base_fd, *args, **kwargs)`` where base is the directory ``key``
+        lives under (the bucket, or its internal area); NoSuchBucket if it is gone."""
+        bucket_fd = self._hidden.open_base(bucket, key, durable=self._durable)
         try:
             return fn(bucket_fd, *args, **kwargs)
         finally:
@@ -108,7 +110,7 @@ class ObjectStore:
             except BaseException:
                 os.close(fd)
                 raise
-        return self._in_bucket(bucket, run)
+        return self._in_bucket(bucket, path.key, run)
 
     def _open_or_read(self, bucket: str, path: KeyPath,
                       read_small: bool) -> tuple[int, ObjectInfo, bytes | None]:
@@ -185,7 +187,8 @@ class ObjectStore:
                    start_after: str) -> AsyncIterator[ObjectInfo]:
         check_bucket(bucket)
         with os_errors("ListObjects", missing=NoSuchBucket(bucket)):
-            bucket_fd = await run_blocking(tree.open_bucket, self._hidden.root, bucket)
+            bucket_fd = await run_blocking(self._hidden.open_base, bucket, prefix,
+                                           durable=self._durable)
         lister = TreeLister(bucket_fd, prefix=prefix, start_after=start_after,
                             describe=lambda key, fd, st: self.describe(bucket, key, fd, st))
         job: asyncio.Future[list[ObjectInfo]] | None = None
@@ -251,7 +254,7 @@ class ObjectStore:
                     outcome = await run_blocking(self._place, bucket, path, staged, record)
                     if isinstance(outcome, tree.Conflict):
                         async with self._locks.hold((bucket, outcome.owner)):
-                            await run_blocking(self._in_bucket, bucket, self._displace,
+                            await run_blocking(self._in_bucket, bucket, path.key, self._displace,
                                                path, outcome.index)
                     elif outcome is not None:
                         return ObjectInfo(bucket, path.key, st.st_size, etag,
@@ -279,7 +282,7 @@ class ObjectStore:
                 return None
             finally:
                 os.close(parent)
-        return self._in_bucket(bucket, run)
+        return self._in_bucket(bucket, path.key, run)
 
     def _displace(self, bucket_fd: int, path: KeyPath, index: int) -> None:
         tree.displace(bucket_fd, path, index, durable=self._durable)
@@ -294,7 +297,7 @@ class ObjectStore:
                 await self._prune(bucket, path)
 
     def _remove(self, bucket: str, path: KeyPath) -> bool:
-        removed = self._in_bucket(bucket, tree.remove, path, durable=self._durable)
+        removed = self._in_bucket(bucket, path.key, tree.remove, path, durable=self._durable)
         if removed:
             self._metas.forget(bucket, path.key)
         return removed
@@ -303,14 +306,14 @@ class ObjectStore:
         """Remove directories the delete left empty, restoring displaced objects' names."""
         for depth in range(len(path.dirs), 0, -1):
             removed, displaced = await run_blocking(
-                self._in_bucket, bucket, tree.prune, path, depth, durable=self._durable)
+                self._in_bucket, bucket, path.key, tree.prune, path, depth, durable=self._durable)
             if not removed:
                 return
             owner = path.owners[depth - 1]
             if displaced and owner is not None:
                 owner_path = encode_key(owner)
                 async with self._locks.hold((bucket, owner)):
-                    await run_blocking(self._in_bucket, bucket, tree.restore, owner_path,
+                    await run_blocking(self._in_bucket, bucket, owner, tree.restore, owner_path,
                                        durable=self._durable)
 
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from backends.base import BucketInfo, ObjectInfo
 from backends.errors import NoSuchBucket, NoSuchKey
+from backends.keys import INTERNAL_PREFIX
 from backends.s3.errors import upstream
 from backends.s3.upstream import Upstream
 
@@ -29,9 +30,10 @@ async def _keys(up: Upstream, bucket: str, prefix: str,
                 start_after: str) -> AsyncGenerator[str, None]:
     loc = up.locate(bucket)
     client = await up.client()
-    params = {"Bucket": loc.bucket, "Prefix": loc.key(prefix)}
+    params = {"Bucket": loc.bucket, "Prefix": loc.list_position(prefix, prefix)}
     if start_after:
-        params["StartAfter"] = loc.key(start_after)
+        params["StartAfter"] = loc.list_position(start_after, prefix)
+    internal = prefix.startswith(INTERNAL_PREFIX)
     paginator = client.get_paginator("list_objects_v2")
     pages = paginator.paginate(**params).__aiter__()
     while True:
@@ -43,7 +45,9 @@ async def _keys(up: Upstream, bucket: str, prefix: str,
         except NoSuchBucket:
             raise NoSuchBucket(bucket) from None
         for entry in page.get("Contents", []):
-            yield loc.squall_key(entry["Key"])
+            key = loc.squall_key(entry["Key"])
+            if internal or not key.startswith(INTERNAL_PREFIX):
+                yield key
 
 
 async def iter_objects(up: Upstream, bucket: str, *, prefix: str = "",

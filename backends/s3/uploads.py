@@ -167,7 +167,7 @@ class Uploads:
         try:
             with upstream(bucket):
                 async for page in paginator.paginate(Bucket=loc.bucket,
-                                                     Prefix=loc.key(prefix)):
+                                                     Prefix=loc.list_position(prefix, prefix)):
                     for u in page.get("Uploads", []):
                         found.append(UploadInfo(bucket, loc.squall_key(u["Key"]),
                                                 str(u["UploadId"]), _ts(u.get("Initiated"))))

@@ -134,5 +134,6 @@ class S3Endpoint:
             extra["retry-after"] = str(retry_after)
         if spec.status == 405:
             extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
+        extra.update(getattr(exc, "response_headers", {}))
         return error_response(spec, message, resource=resource, request_id=request_id,
                               head=request.method == "HEAD", extra=extra)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from backends import errors as se
 from backends.errors import StorageError
+from gateway.versioning.errors import SourceIsDeleteMarker, VersionIsDeleteMarker
 
 
 class ProtocolError(StorageError):
@@ -171,6 +172,10 @@ class MalformedTrailerError(ProtocolError):
 
 
 _TABLE.update({
+    se.NoSuchVersion: S3ErrorSpec("NoSuchVersion", 404),
+    se.InvalidVersionId: S3ErrorSpec("InvalidArgument", 400),
+    VersionIsDeleteMarker: S3ErrorSpec("MethodNotAllowed", 405),
+    SourceIsDeleteMarker: S3ErrorSpec("InvalidRequest", 400),
     MalformedTrailerError: S3ErrorSpec("MalformedTrailerError", 400),
     MetadataTooLarge: S3ErrorSpec("MetadataTooLarge", 400),
     InvalidCopySource: S3ErrorSpec("InvalidArgument", 400),

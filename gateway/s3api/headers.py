@@ -141,10 +141,13 @@ def copy_source(headers: Mapping[str, str]) -> CopySource:
     bucket, _, key = decoded.partition("/")
     if not bucket or not key:
         raise InvalidCopySource()
-    if query and "versionId=" in query:
-        version = urllib.parse.parse_qs(query).get("versionId", [""])[0]
-        if version not in ("", "null"):
-            raise InvalidArgument("This bucket does not support object versions.")
+    version_id = None
+    if query:
+        values = urllib.parse.parse_qs(query, keep_blank_values=True).get("versionId")
+        if values is not None:
+            version_id = values[0]
+            if not version_id:
+                raise InvalidArgument("Version id cannot be the empty string")
     range_header = headers.get("x-amz-copy-source-range")
     src_range = None
     if range_header is not None:
@@ -153,7 +156,8 @@ def copy_source(headers: Mapping[str, str]) -> CopySource:
             raise InvalidArgument("The x-amz-copy-source-range value must be of the form "
                                   "bytes=first-last where first and last are the zero-based "
                                   "offsets of the first and last bytes to copy")
-    return CopySource(bucket, key, conditions(headers, "x-amz-copy-source-"), src_range)
+    return CopySource(bucket, key, conditions(headers, "x-amz-copy-source-"), src_range,
+                      version_id)
 
 
 def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str, str]:

@@ -34,6 +34,8 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("GET", Level.BUCKET, ""): "ListObjects",
     ("GET", Level.BUCKET, "location"): "GetBucketLocation",
     ("GET", Level.BUCKET, "versioning"): "GetBucketVersioning",
+    ("PUT", Level.BUCKET, "versioning"): "PutBucketVersioning",
+    ("GET", Level.BUCKET, "versions"): "ListObjectVersions",
     ("GET", Level.BUCKET, "uploads"): "ListMultipartUploads",
     ("POST", Level.BUCKET, "delete"): "DeleteObjects",
     ("PUT", Level.OBJECT, ""): "PutObject",

@@ -11,9 +11,16 @@ from starlette.responses import Response
 
 from gateway.listing import ListPage
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import InvalidArgument, MalformedXML, s3_error_for
+from gateway.s3api.errors import (
+    InvalidArgument,
+    MalformedXML,
+    NotImplementedOperation,
+    s3_error_for,
+)
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, parse, text
+from gateway.versioning import VersioningStatus
+from gateway.versioning.listing import VersionPage
 
 MAX_DELETE_KEYS = 1000
 
@@ -59,8 +66,65 @@ async def get_bucket_location(req: S3Request) -> Response:
 
 
 async def get_bucket_versioning(req: S3Request) -> Response:
-    await req.service.head_bucket(req.bucket)
-    return xml_response("VersioningConfiguration", [])
+    status = await req.service.get_bucket_versioning(req.bucket)
+    return xml_response("VersioningConfiguration", [opt("Status", status.value or None)])
+
+
+async def put_bucket_versioning(req: S3Request) -> Response:
+    root = parse(await req.read_document(), "VersioningConfiguration")
+    status = (text(root, "Status") or "").strip()
+    mfa_delete = (text(root, "MfaDelete") or "").strip()
+    if status not in ("Enabled", "Suspended") or mfa_delete not in ("", "Disabled",
+                                                                     "Enabled"):
+        raise MalformedXML("The versioning configuration needs a Status of Enabled or "
+                           "Suspended.")
+    if mfa_delete == "Enabled":
+        raise NotImplementedOperation("MFA delete is not supported.")
+    await req.service.put_bucket_versioning(req.bucket, VersioningStatus(status))
+    return empty_response(200)
+
+
+def _version_entries(page: VersionPage, enc: Callable[[str], str]) -> str:
+    out = []
+    for entry in page.entries:
+        o = entry.info
+        common = (f"{el('Key', enc(o.key))}{el('VersionId', o.version_id or 'null')}"
+                  f"{el('IsLatest', str(entry.is_latest).lower())}"
+                  f"{el('LastModified', iso8601(o.last_modified))}")
+        if entry.delete_marker:
+            out.append(f"<DeleteMarker>{common}{OWNER}</DeleteMarker>")
+        else:
+            out.append(f"<Version>{common}{el('ETag', chr(34) + o.etag + chr(34))}"
+                       f"{el('Size', o.size)}<StorageClass>STANDARD</StorageClass>{OWNER}"
+                       "</Version>")
+    return "".join(out)
+
+
+async def list_object_versions(req: S3Request) -> Response:
+    enc = _encoder(req)
+    prefix = req.query.get("prefix", "")
+    delimiter = req.query.get("delimiter", "")
+    key_marker = req.query.get("key-marker", "")
+    version_id_marker = req.query.get("version-id-marker", "")
+    if version_id_marker and not key_marker:
+        raise InvalidArgument("A version-id marker cannot be specified without a key marker.")
+    max_keys = req.int_query("max-keys", 1000, high=1000)
+    page = await req.service.list_object_versions(
+        req.bucket, prefix=prefix, delimiter=delimiter, max_keys=max_keys,
+        key_marker=key_marker, version_id_marker=version_id_marker)
+    parts = [el("Name", req.bucket), el("Prefix", enc(prefix)),
+             el("KeyMarker", enc(key_marker)), el("VersionIdMarker", version_id_marker),
+             opt("NextKeyMarker", enc(page.next_key_marker) if page.is_truncated and
+                 page.next_key_marker else None),
+             opt("NextVersionIdMarker", page.next_version_id_marker
+                 if page.is_truncated else None),
+             el("MaxKeys", max_keys), opt("Delimiter", enc(delimiter) if delimiter else None),
+             el("IsTruncated", str(page.is_truncated).lower()),
+             opt("EncodingType", req.query.get("encoding-type")),
+             _version_entries(page, enc),
+             "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"
+                     for p in page.common_prefixes)]
+    return xml_response("ListVersionsResult", parts)
 
 
 def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool) -> str:
@@ -168,16 +232,23 @@ async def delete_objects(req: S3Request) -> Response:
     objects = root.findall("Object")
     if len(objects) > MAX_DELETE_KEYS:
         raise MalformedXML("The request may name at most 1000 keys.")
-    keys = [text(o, "Key", required=True) or "" for o in objects]
-    results = await req.service.delete_objects(req.bucket, keys)
+    pairs = [(text(o, "Key", required=True) or "", text(o, "VersionId")) for o in objects]
+    results = await req.service.delete_objects(req.bucket, pairs)
     out = []
     for result in results:
+        version = opt("VersionId", result.version_id)
         if result.error is None:
-            if not quiet:
-                out.append(f"<Deleted>{el('Key', result.key)}</Deleted>")
+            if quiet:
+                continue
+            outcome = result.outcome
+            marker = ""
+            if outcome is not None and outcome.delete_marker:
+                marker = (el("DeleteMarker", "true")
+                          + el("DeleteMarkerVersionId", outcome.version_id or "null"))
+            out.append(f"<Deleted>{el('Key', result.key)}{version}{marker}</Deleted>")
             continue
         spec, message = s3_error_for(result.error)
-        out.append(f"<Error>{el('Key', result.key)}{el('Code', spec.code)}"
+        out.append(f"<Error>{el('Key', result.key)}{version}{el('Code', spec.code)}"
                    f"{el('Message', message)}</Error>")
     return xml_response("DeleteResult", out)
 
@@ -189,6 +260,8 @@ HANDLERS = {
     "DeleteBucket": delete_bucket,
     "GetBucketLocation": get_bucket_location,
     "GetBucketVersioning": get_bucket_versioning,
+    "PutBucketVersioning": put_bucket_versioning,
+    "ListObjectVersions": list_object_versions,
     "ListObjects": list_objects,
     "ListObjectsV2": list_objects_v2,
     "ListMultipartUploads": list_multipart_uploads,

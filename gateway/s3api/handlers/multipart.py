@@ -47,10 +47,12 @@ async def upload_part(req: S3Request) -> Response:
 
 async def upload_part_copy(req: S3Request) -> Response:
     source = h.copy_source(req.headers)
-    part = await req.service.upload_part_copy(source, req.bucket, req.key, _upload_id(req),
-                                              _part_number(req))
+    part, source_version = await req.service.upload_part_copy(
+        source, req.bucket, req.key, _upload_id(req), _part_number(req))
+    headers = {} if source_version is None else \
+        {"x-amz-copy-source-version-id": source_version}
     return xml_response("CopyPartResult", [el("LastModified", iso8601(part.last_modified)),
-                                           el("ETag", f'"{part.etag}"')])
+                                           el("ETag", f'"{part.etag}"')], headers=headers)
 
 
 async def complete_multipart_upload(req: S3Request) -> Response:

@@ -16,10 +16,31 @@ from gateway.s3api.errors import (
 )
 from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
 from gateway.s3api.xml import el, iso8601, parse, text
+from gateway.versioning.ids import NULL
+from gateway.versioning.objects import DeleteOutcome
+
+
+def version_id(req: S3Request) -> str | None:
+    """The ``versionId`` query parameter (None when absent)."""
+    value = req.query.get("versionId")
+    if value == "":
+        raise InvalidArgument("Version id cannot be the empty string")
+    return value
+
+
+def delete_headers(outcome: DeleteOutcome) -> dict[str, str]:
+    out = {}
+    if outcome.version_id is not None:
+        out["x-amz-version-id"] = outcome.version_id
+    if outcome.delete_marker:
+        out["x-amz-delete-marker"] = "true"
+    return out
 
 
 def write_headers(info: ObjectInfo) -> dict[str, str]:
     out = {"etag": f'"{info.etag}"'}
+    if info.version_id is not None and info.version_id != NULL:
+        out["x-amz-version-id"] = info.version_id
     if info.meta.checksum is not None:
         algorithm, value = info.meta.checksum
         out[f"x-amz-checksum-{algorithm.lower()}"] = value
@@ -68,7 +89,8 @@ async def get_object(req: S3Request) -> Response:
     _part_number(req)
     byte_range = h.byte_range(req.headers.get("range"))
     stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
-                                          conditions=h.conditions(req.headers))
+                                          conditions=h.conditions(req.headers),
+                                          version_id=version_id(req))
     headers = _read_headers(req, stream.info, ranged=byte_range is not None)
     status = 200
     if stream.byte_range is not None and byte_range is not None:
@@ -81,7 +103,8 @@ async def get_object(req: S3Request) -> Response:
 async def head_object(req: S3Request) -> Response:
     _part_number(req)
     info = await req.service.head_object(req.bucket, req.key,
-                                         conditions=h.conditions(req.headers))
+                                         conditions=h.conditions(req.headers),
+                                         version_id=version_id(req))
     byte_range = h.byte_range(req.headers.get("range"))
     headers = _read_headers(req, info, ranged=byte_range is not None)
     status = 200
@@ -97,8 +120,8 @@ async def head_object(req: S3Request) -> Response:
 
 
 async def delete_object(req: S3Request) -> Response:
-    await req.service.delete_object(req.bucket, req.key)
-    return empty_response(204)
+    outcome = await req.service.delete_object(req.bucket, req.key, version_id=version_id(req))
+    return empty_response(204, delete_headers(outcome))
 
 
 async def copy_object(req: S3Request) -> Response:
@@ -109,7 +132,8 @@ async def copy_object(req: S3Request) -> Response:
     tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
     if directive not in ("COPY", "REPLACE") or tag_directive not in ("COPY", "REPLACE"):
         raise InvalidArgument("Unknown metadata or tagging directive.")
-    if (source.bucket, source.key) == (req.bucket, req.key) and directive == "COPY":
+    if (source.bucket, source.key, source.version_id) == (req.bucket, req.key, None) \
+            and directive == "COPY":
         raise InvalidRequest("This copy request is illegal because it is trying to copy an "
                              "object to itself without changing the object's metadata, "
                              "storage class, website redirect location or encryption "
@@ -117,18 +141,27 @@ async def copy_object(req: S3Request) -> Response:
     meta = h.object_meta(req.headers, with_tags=False) if directive == "REPLACE" else None
     tags = h.parse_tagging_header(req.headers.get("x-amz-tagging", "")) \
         if tag_directive == "REPLACE" else None
-    info = await req.service.copy_object(source, req.bucket, req.key, meta=meta, tags=tags)
+    result = await req.service.copy_object(source, req.bucket, req.key, meta=meta, tags=tags)
+    info = result.info
     parts = [el("LastModified", iso8601(info.last_modified)), el("ETag", f'"{info.etag}"')]
     if info.meta.checksum is not None:
         parts.append(el(f"Checksum{info.meta.checksum[0]}", info.meta.checksum[1]))
-    return xml_response("CopyObjectResult", parts)
+    headers = {k: v for k, v in write_headers(info).items() if k == "x-amz-version-id"}
+    if result.source_version_id is not None:
+        headers["x-amz-copy-source-version-id"] = result.source_version_id
+    return xml_response("CopyObjectResult", parts, headers=headers)
+
+
+def _version_header(info: ObjectInfo) -> dict[str, str]:
+    return {} if info.version_id is None else {"x-amz-version-id": info.version_id}
 
 
 async def get_object_tagging(req: S3Request) -> Response:
-    info = await req.service.head_object(req.bucket, req.key)
+    info = await req.service.head_object(req.bucket, req.key, version_id=version_id(req))
     tags = "".join(f"<Tag>{el('Key', k)}{el('Value', v)}</Tag>"
                    for k, v in info.meta.tags.items())
-    return xml_response("Tagging", [f"<TagSet>{tags}</TagSet>"])
+    return xml_response("Tagging", [f"<TagSet>{tags}</TagSet>"],
+                        headers=_version_header(info))
 
 
 async def put_object_tagging(req: S3Request) -> Response:
@@ -142,13 +175,15 @@ async def put_object_tagging(req: S3Request) -> Response:
     if len(tags) != len(pairs):
         raise InvalidTag("Cannot provide multiple Tags with the same key")
     h.check_tags(tags)
-    await req.service.replace_tags(req.bucket, req.key, tags)
-    return empty_response(200)
+    info = await req.service.replace_tags(req.bucket, req.key, tags,
+                                          version_id=version_id(req))
+    return empty_response(200, _version_header(info))
 
 
 async def delete_object_tagging(req: S3Request) -> Response:
-    await req.service.replace_tags(req.bucket, req.key, {})
-    return empty_response(204)
+    info = await req.service.replace_tags(req.bucket, req.key, {},
+                                          version_id=version_id(req))
+    return empty_response(204, _version_header(info))
 
 
 HANDLERS = {

@@ -1,0 +1,32 @@
+"""Errors about delete markers; they carry the headers S3 sends with them."""
+
+from __future__ import annotations
+
+from email.utils import formatdate
+
+from backends.errors import NoSuchKey, StorageError
+from gateway.versioning.ids import timestamp
+
+
+class DeleteMarkerIsLatest(NoSuchKey):
+    """The specified key does not exist."""
+
+    def __init__(self, bucket: str, key: str, version_id: str) -> None:
+        super().__init__(bucket, key)
+        self.response_headers = {"x-amz-delete-marker": "true",
+                                 "x-amz-version-id": version_id}
+
+
+class VersionIsDeleteMarker(StorageError):
+    """The specified method is not allowed against this resource."""
+
+    def __init__(self, bucket: str, key: str, version_id: str, order: str) -> None:
+        super().__init__(resource=f"{bucket}/{key}")
+        self.response_headers = {"x-amz-delete-marker": "true",
+                                 "x-amz-version-id": version_id, "allow": "DELETE",
+                                 "last-modified": formatdate(timestamp(order), usegmt=True)}
+
+
+class SourceIsDeleteMarker(StorageError):
+    """The source of a copy request may not specifically refer to a delete marker by
+    version id."""
