@@ -169,6 +169,8 @@ def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str
         "content-type": meta.content_type,
         "accept-ranges": "bytes",
     }
+    if info.version_id is not None:
+        out["x-amz-version-id"] = info.version_id
     for name, attr in _CONTENT_HEADERS:
         value = getattr(meta, attr)
         if value is not None:
