@@ -17,7 +17,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "loadtests"
 
 
 def locust(
-    scenario: str, host: str, out: Path, *args: str, seconds: int = 2, users: int = 4
+    scenario: str, host: str, out: Path, *args: str, seconds: int = 5, users: int = 4
 ) -> tuple[subprocess.CompletedProcess[str], LocustStats]:
     argv = [
         sys.executable, "-m", "locust", "-f", str(SCENARIOS / f"{scenario}.py"),
