@@ -92,6 +92,28 @@ def build_app(components: Components) -> S3Dispatcher:
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
 
+    @app.post("/_squall/elastic/next-size")
+    async def elastic_next_size(request: Request, size: int) -> JSONResponse:
+        """Size the next elastic volume ``size`` bytes, once (``squall calibrate``).
+        Signed like an S3 request."""
+        try:
+            endpoint.authenticate(request.scope)
+        except StorageError as exc:
+            spec, message = s3_error_for(exc)
+            return JSONResponse({"error": spec.code, "message": message},
+                                status_code=spec.status)
+        elastic = components.cache.elastic if components.cache is not None else None
+        if elastic is None:
+            return JSONResponse({"error": "InvalidRequest",
+                                 "message": "this gateway does not run cache_mode=elastic"},
+                                status_code=400)
+        if size <= 0:
+            return JSONResponse({"error": "InvalidArgument",
+                                 "message": "size must be a number of bytes > 0"},
+                                status_code=400)
+        elastic.set_next_size(size)
+        return JSONResponse({"next_size_bytes": size})
+
     return S3Dispatcher(app, endpoint)
 
 

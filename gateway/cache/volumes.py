@@ -59,6 +59,10 @@ class Volume:
         self.used = 0
         self.inflight = 0
         self.claims: set[Any] = set()
+        #: elastic volumes: no new files are written here while it drains before detach
+        self.retiring = False
+        #: a token bucket (``acquire(n)``) capping writes, emulating the device's bandwidth
+        self.limiter: Any = None
         self.data_dir = path / "data"
         self.tmp_dir = path / "tmp"
 
