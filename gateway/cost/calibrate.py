@@ -17,7 +17,6 @@ configuration of the calibration file that ``squall predict`` and ``squall advis
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -32,13 +31,13 @@ from urllib.parse import quote
 import httpx
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 
 from gateway.cost.calibration import FORMAT, VERSION, CalibrationPoint, parse_calibration
 from gateway.cost.model import BYTES_PER_GB, BYTES_PER_MB
 
-UNSIGNED = "UNSIGNED-PAYLOAD"
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_UNSIGNED_PAYLOAD = Config(s3={"payload_signing_enabled": False})
 
 
 class CalibrationFailed(RuntimeError):
@@ -75,8 +74,10 @@ class GatewayClient:
         query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
                          for k, v in sorted((params or {}).items()))
         url = f"{self.endpoint}{path}" + (f"?{query}" if query else "")
-        signed = AWSRequest(method=method, url=url, data=b"", headers={
-            "x-amz-content-sha256": UNSIGNED if content else _EMPTY_SHA256})
+        signed = AWSRequest(method=method, url=url, data=b"")
+        # The payload is not hashed (UNSIGNED-PAYLOAD, as SDKs do over TLS): calibration
+        # measures the gateway, not the client's SHA-256.
+        signed.context["client_config"] = _UNSIGNED_PAYLOAD
         self._auth.add_auth(signed)
         response = self._client().request(method, url, content=content,
                                           headers=dict(signed.headers.items()))
