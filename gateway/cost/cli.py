@@ -19,7 +19,15 @@ from typing import Any
 from gateway.cache.units import parse_size
 from gateway.cost.calibration import CalibrationError, load_calibration, select
 from gateway.cost.meter import format_report, write_csv
-from gateway.cost.predict import Advice, Application, Prediction, advise, predict
+from gateway.cost.predict import (
+    Advice,
+    Application,
+    Prediction,
+    advise,
+    experience_schedule,
+    predict,
+    predict_schedule,
+)
 
 COMMANDS = ("cost", "calibrate", "predict", "advise")
 
@@ -116,8 +124,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "
                                    "cache sizes from a calibration file.")
     _application_args(p)
-    p.add_argument("--cache-size", type=_size, nargs="+", required=True, metavar="GB",
+    p.add_argument("--cache-size", type=_size, nargs="+", metavar="GB",
                    help="M(S_c): cache size(s) during checkpoints, GB")
+    p.add_argument("--experience", action="store_true",
+                   help="instead of --cache-size: size each checkpoint's cache as the "
+                        "elastic controller does (what the previous burst used: S_i for "
+                        "the first checkpoint, then S_c); --init-cache-size is M(S_i)")
     p.add_argument("--deadline", type=_positive, help="T_max in seconds (marks misses)")
 
     a = sub.add_parser("advise", help="recommend the cache size with minimal cost under a "
@@ -250,7 +262,15 @@ def _row(p: Prediction, mark: str = "") -> str:
 def _predict(args: argparse.Namespace) -> int:
     app = _application(args)
     configs = select(load_calibration(args.calibration), args.configuration)
-    rows = [predict(app, c, m, args.deadline) for c in configs for m in args.cache_size]
+    if args.experience == bool(args.cache_size):
+        raise ValueError("give either --cache-size or --experience")
+    if args.experience:
+        if args.init_cache_size is None:
+            raise ValueError("--experience needs --init-cache-size (the first volume)")
+        schedule = experience_schedule(app, args.init_cache_size)
+        rows = [predict_schedule(app, c, schedule, args.deadline) for c in configs]
+    else:
+        rows = [predict(app, c, m, args.deadline) for c in configs for m in args.cache_size]
     if args.json:
         print(json.dumps([asdict(p) for p in rows], indent=2))
     else:
