@@ -117,13 +117,11 @@ class WritebackPolicy:
 
     @property
     def making_room(self) -> bool:
-        """Phase 1 flushes at full speed only because space is short (a premature flush:
-        the elastic controller grows the next burst's volume by what it flushed)."""
+        """Writers wait for space in phase 1: what is flushed now is flushed prematurely
+        (the elastic controller grows the next burst's volume by it)."""
         store = self._store
         return (self.phase is not Phase.PHASE2 and not self.deadline_due
-                and not store.drain_requests
-                and (store.space_waiters > 0
-                     or store.dirty_bytes > _ROOM_FRACTION * store.capacity))
+                and not store.drain_requests and store.space_waiters > 0)
 
     def allowed_flushes(self) -> int:
         """How many flushes may be in flight now."""

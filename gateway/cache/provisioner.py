@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from backends.blocking import run_blocking
+from gateway.cache.volumes import fsync_dir
 
 MARKER = "squall-volume.json"
 FORMAT = "squall-local-volume"
@@ -73,14 +74,6 @@ class Provisioner(Protocol):
         ...
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class LocalProvisioner:
     """Volumes as directories under ``root`` (on the fast local disk)."""
 
@@ -118,9 +111,9 @@ class LocalProvisioner:
                            "attached_at": handle.attached_at}, f)
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_dir(staging)
+            fsync_dir(staging)
             os.replace(staging, handle.path)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             return handle
         except OSError as exc:
             raise ProvisionError(f"cannot create a volume under {self.root}: {exc}") from exc
@@ -133,7 +126,7 @@ class LocalProvisioner:
         try:
             if handle.path.exists():
                 os.replace(handle.path, doomed)
-                _fsync_dir(self.root)
+                fsync_dir(self.root)
             shutil.rmtree(doomed, ignore_errors=True)
         except OSError as exc:
             raise ProvisionError(f"cannot remove volume {handle.path}: {exc}") from exc

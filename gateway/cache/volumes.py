@@ -92,13 +92,14 @@ def open_volume(path: Path, capacity: int) -> Volume:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, marker)
-            _fsync_dir(path)
+            fsync_dir(path)
         (path / "data").mkdir(exist_ok=True)
         (path / "tmp").mkdir(exist_ok=True)
     return Volume(vol_id, path, capacity)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -150,7 +151,7 @@ class DataFileWriter:
             os.replace(self._tmp, final)
             self._committed = True
             if self._sync:
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
 
     def abort(self) -> None:
         """Remove the file (also after :meth:`commit`, if no record took it)."""
