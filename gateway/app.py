@@ -78,19 +78,45 @@ def build_app(components: Components) -> S3Dispatcher:
     endpoint = S3Endpoint(components.service, secret_for=secret_for,
                           domain=components.settings.domain, metrics=components.metrics)
 
-    @app.post("/_squall/sync")
-    async def sync(request: Request, bucket: str | None = None) -> Response:
-        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
-
-        Signed like an S3 request (SigV4, same credentials)."""
+    def refuse_unsigned(request: Request) -> JSONResponse | None:
+        """The error response for an admin request not signed like an S3 request."""
         try:
             endpoint.authenticate(request.scope)
         except StorageError as exc:
             spec, message = s3_error_for(exc)
             return JSONResponse({"error": spec.code, "message": message},
                                 status_code=spec.status)
+        return None
+
+    @app.post("/_squall/sync")
+    async def sync(request: Request, bucket: str | None = None) -> Response:
+        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
+
+        Signed like an S3 request (SigV4, same credentials)."""
+        refused = refuse_unsigned(request)
+        if refused is not None:
+            return refused
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
+
+    @app.post("/_squall/elastic/next-size")
+    async def elastic_next_size(request: Request, size: int) -> JSONResponse:
+        """Size the next elastic volume ``size`` bytes, once (``squall calibrate``).
+        Signed like an S3 request."""
+        refused = refuse_unsigned(request)
+        if refused is not None:
+            return refused
+        elastic = components.cache.elastic if components.cache is not None else None
+        if elastic is None:
+            return JSONResponse({"error": "InvalidRequest",
+                                 "message": "this gateway does not run cache_mode=elastic"},
+                                status_code=400)
+        if size <= 0:
+            return JSONResponse({"error": "InvalidArgument",
+                                 "message": "size must be a number of bytes > 0"},
+                                status_code=400)
+        elastic.set_next_size(size)
+        return JSONResponse({"next_size_bytes": size})
 
     return S3Dispatcher(app, endpoint)
 

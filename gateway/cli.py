@@ -33,6 +33,16 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     c.add_argument("--cache-size", help="cache capacity, e.g. 1GiB (default); 0 disables it")
     c.add_argument("--cache-dir", type=Path, help="cache volume directory "
                                                   "(default <data-dir>/cache)")
+    c.add_argument("--cache-mode", choices=["static", "elastic"],
+                   help="static: the cache volumes are always there (default); elastic: a "
+                        "volume is attached only while a write burst lasts, sized from "
+                        "experience (the first one --cache-size)")
+    c.add_argument("--cache-volume-root", type=Path,
+                   help="elastic: where volumes are created (default <data-dir>/volumes)")
+    c.add_argument("--cache-volume-bandwidth",
+                   help="elastic: bandwidth cap of a volume (B_c), e.g. 64MB/s")
+    c.add_argument("--cache-min-size", help="elastic: smallest volume (default 1MiB)")
+    c.add_argument("--cache-max-size", help="elastic: largest volume (default no limit)")
     c.add_argument("--max-dirty-age", type=float,
                    help="seconds after which dirty data is flushed whatever the phase")
     c.add_argument("--utilization-threshold", type=float,

@@ -11,7 +11,13 @@ from typing import Any
 
 from backends.base import Backend
 from backends.registry import BackendOptions, create_backend
-from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ThrottleSettings
+from gateway.cache.provisioner import LocalProvisioner
+from gateway.cache.settings import (
+    CacheSettings,
+    CacheVolumeSettings,
+    ElasticSettings,
+    ThrottleSettings,
+)
 from gateway.cache.throttle import ThrottledBackend
 from gateway.cache.tier import CacheTier
 from gateway.cache.units import parse_rate, parse_size
@@ -72,8 +78,32 @@ class Components:
         return status
 
 
-def cache_settings(settings: Settings) -> CacheSettings:
+def elastic_settings(settings: Settings) -> ElasticSettings | None:
+    """The elastic capacity settings (``cache_mode = "elastic"``), else None."""
+    if settings.cache_mode != "elastic":
+        return None
     if settings.cache_volumes is not None:
+        raise ValueError("cache_volumes cannot be combined with cache_mode = elastic "
+                         "(elastic volumes are created under cache_volume_root)")
+    if not settings.backend_bandwidth:
+        raise ValueError("cache_mode = elastic needs --backend-bandwidth (B_b, the backing "
+                         "store's reserved bandwidth: bursts are measured against it)")
+    initial = parse_size(settings.cache_size)
+    if not initial:
+        raise ValueError("cache_mode = elastic needs --cache-size > 0 (the first volume)")
+    return ElasticSettings(
+        root=settings.cache_volume_root or settings.data_dir / "volumes",
+        initial_size_bytes=initial, min_size_bytes=parse_size(settings.cache_min_size),
+        max_size_bytes=parse_size(settings.cache_max_size) if settings.cache_max_size
+        else None,
+        volume_bandwidth_bytes_per_s=parse_rate(settings.cache_volume_bandwidth)
+        if settings.cache_volume_bandwidth else None)
+
+
+def cache_settings(settings: Settings) -> CacheSettings:
+    if settings.cache_mode == "elastic":
+        volumes = []  # attached at run time
+    elif settings.cache_volumes is not None:
         volumes = [v for v in settings.cache_volumes if v.capacity_bytes]
     else:
         capacity = parse_size(settings.cache_size)
@@ -102,19 +132,25 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
         backend = throttle
     cache = None
     caching = cache_settings(settings)
-    if caching.enabled:
+    elastic = elastic_settings(settings)
+    if caching.enabled or elastic is not None:
         cache = CacheTier(backend, caching, index_path=settings.data_dir / "index",
                           registry=metrics.registry, backend_bandwidth=bandwidth,
-                          min_part_size=settings.min_part_size)
+                          min_part_size=settings.min_part_size,
+                          provisioner=LocalProvisioner(elastic.root) if elastic else None,
+                          elastic=elastic)
         backend = cache
     cost = None
     if cache is not None:
         tier = cache
+        volume_bandwidth = elastic.volume_bandwidth_bytes_per_s if elastic else None
         cost = CostMeter(lambda: sample_from_status(tier.status()),
                          backend_bandwidth_mb_s=(bandwidth or 0) / 1e6,
                          backend_size_gb=settings.cost_backend_size_gb,
-                         cache_bandwidth_mb_s=settings.cost_cache_bandwidth_mb_s)
+                         cache_bandwidth_mb_s=settings.cost_cache_bandwidth_mb_s
+                         or (volume_bandwidth or 0) / 1e6)
         cost.register_metrics(metrics.registry)
+        tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     return Components(settings=settings, credentials=credentials, backend=backend,
                       service=ObjectService(backend), metrics=metrics, cache=cache,
                       cost=cost, throttle=throttle)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gateway.cache.settings import CacheVolumeSettings
+from gateway.cache.units import parse_rate, parse_size
 
 DEFAULT_PORT = 9000
 
@@ -63,6 +64,13 @@ class Settings(BaseSettings):
     # Several volumes (config file: [[cache_volumes]] path = "...", capacity_bytes = "1GiB");
     # when set, they replace cache_dir/cache_size.
     cache_volumes: list[CacheVolumeSettings] | None = None
+    # "elastic": no cache volume while there is no burst; one is attached (sized from
+    # experience, the first one cache_size) under cache_volume_root while a burst lasts.
+    cache_mode: Literal["static", "elastic"] = "static"
+    cache_volume_root: Path | None = None  # default: <data_dir>/volumes
+    cache_volume_bandwidth: str | None = None  # B_c cap of elastic volumes, e.g. 64MB/s
+    cache_min_size: str = "1MiB"  # bounds of elastic volume sizes
+    cache_max_size: str | None = None
     backend_bandwidth: str | None = None  # e.g. 20MiB/s
     backend_iops: float | None = None
     max_dirty_age: float = 300.0
@@ -78,6 +86,20 @@ class Settings(BaseSettings):
     @classmethod
     def _check_listen(cls, value: str) -> str:
         ListenAddress.parse(value)
+        return value
+
+    @field_validator("cache_volume_bandwidth")
+    @classmethod
+    def _check_rate(cls, value: str | None) -> str | None:
+        if value is not None and parse_rate(value) <= 0:
+            raise ValueError("must be a rate > 0, e.g. 64MB/s")
+        return value
+
+    @field_validator("cache_min_size", "cache_max_size")
+    @classmethod
+    def _check_size(cls, value: str | None) -> str | None:
+        if value is not None and parse_size(value) <= 0:
+            raise ValueError("must be a size > 0, e.g. 1GiB")
         return value
 
     @field_validator("backend")

@@ -38,7 +38,7 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
             stats.backend_client_bytes_total += len(chunk)
             yield chunk
 
-    if not whole or info.size > store.max_object or tier.policy.write_around:
+    if not whole or info.size > store.max_object or tier.write_around:
         return ObjectStream(info, ClosingBody(counted(), lambda _d: stream.aclose()),
                             stream.byte_range)
     vol = store.choose_volume()

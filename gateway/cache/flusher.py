@@ -43,6 +43,7 @@ class Flusher:
         self._inflight: set[BK] = set()
         self._attempts: dict[BK, int] = {}
         self._retry_at: dict[BK, float] = {}
+        self._forced: set[BK] = set()  # flushes started only to make room
 
     @property
     def inflight(self) -> int:
@@ -110,6 +111,12 @@ class Flusher:
             await self._flush(entry)
 
     def _pick(self) -> Entry | None:
+        entry = self._pick_entry()
+        if entry is not None and self._policy.making_room:
+            self._forced.add(entry.bk)
+        return entry
+
+    def _pick_entry(self) -> Entry | None:
         if len(self._inflight) >= self._policy.allowed_flushes():
             return None
         now = time.monotonic()
@@ -175,6 +182,11 @@ class Flusher:
                                                    dirty_since=None), sync=False)
         finally:
             self._inflight.discard(bk)
+            # Premature (III-A.3): picked, or needed, only to make room in phase 1.
+            forced = bk in self._forced or self._policy.making_room
+            self._forced.discard(bk)
+            if ok and forced:
+                store.stats.forced_flush_bytes_total += entry.size
             if ok:
                 store.urgent.discard(bk)
             store.changed()

@@ -63,6 +63,14 @@ class WritebackPolicy:
     def write_around(self) -> bool:
         return self.phase is Phase.PHASE2
 
+    def resume(self) -> None:
+        """A burst resumes (the elastic controller saw demand): phase 2 -> phase 1, and
+        the quiet period starts again."""
+        self._below_since = None
+        if self.phase is Phase.PHASE2:
+            self.phase = Phase.PHASE1
+            self.history.append(self.phase)
+
     def tick(self) -> bool:
         """Update rates and phase; True if the phase changed."""
         now = self._clock()
@@ -106,6 +114,14 @@ class WritebackPolicy:
             self.history.append(self.phase)
             return True
         return False
+
+    @property
+    def making_room(self) -> bool:
+        """Writers wait for space in phase 1: what is flushed now is flushed prematurely
+        (the elastic controller grows the next burst's volume by it)."""
+        store = self._store
+        return (self.phase is not Phase.PHASE2 and not self.deadline_due
+                and not store.drain_requests and store.space_waiters > 0)
 
     def allowed_flushes(self) -> int:
         """How many flushes may be in flight now."""

@@ -72,6 +72,37 @@ class CacheSettings(BaseModel):
         return self.capacity_bytes > 0
 
 
+class ElasticSettings(BaseModel):
+    """Elastic cache capacity (``cache_mode = "elastic"``, docs/cache.md): a volume is
+    attached by a provisioner only while a write burst lasts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: where the local provisioner creates its volume directories
+    root: Path
+    #: M of the first burst; later bursts are sized from experience
+    initial_size_bytes: int = Field(gt=0)
+    min_size_bytes: int = Field(default=1 << 20, gt=0)
+    max_size_bytes: int | None = Field(default=None, gt=0)
+    #: volume sizes are rounded up to a multiple of this (cloud volumes come in GiB)
+    granularity_bytes: int = Field(default=1 << 20, gt=0)
+    #: B_c: the reserved bandwidth of a volume (writes are capped to it); None: uncapped
+    volume_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    #: after a failed attach, writes go to the backend for this long before a new try
+    retry_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("initial_size_bytes", "min_size_bytes", "max_size_bytes",
+                     "granularity_bytes", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any) -> int | None:
+        return None if value is None else parse_size(value)
+
+    @field_validator("volume_bandwidth_bytes_per_s", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float | None:
+        return None if value is None else parse_rate(value)
+
+
 class ThrottleSettings(BaseModel):
     """Limits on what is sent to or read from a backend; ``None`` means unlimited."""
 

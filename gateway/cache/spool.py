@@ -85,6 +85,8 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
         nonlocal pending, scheduled
         if pending is not None:
             await pending
+        if vol.limiter is not None:  # the volume's bandwidth cap (elastic volumes)
+            await vol.limiter.acquire(len(data))
         scheduled += len(data)
         pending = asyncio.ensure_future(run_blocking(writer.write, data))
 

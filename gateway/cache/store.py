@@ -60,6 +60,7 @@ class Stats:
     backend_client_bytes_total: int = 0  # backend traffic caused by clients, not flushes
     writearound_bytes_total: int = 0
     slowdowns_total: int = 0
+    forced_flush_bytes_total: int = 0  # flushed in phase 1 only to make room
 
 
 class Claim:
@@ -117,11 +118,17 @@ class CacheStore:
         self._event = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------------------
-    async def open(self) -> None:
-        """Open volumes and index, drop records whose files are gone, sweep orphans."""
-        for vs in self.settings.volumes:
-            vol = await run_blocking(open_volume, vs.path, vs.capacity_bytes)
+    async def open(self, extra_volumes: Iterable[tuple[Path, int]] = ()) -> list[Volume]:
+        """Open volumes (the configured ones, then ``extra_volumes`` (path, capacity):
+        elastic volumes found attached) and the index, drop records whose files are
+        gone, sweep orphans. Returns the extra volumes, opened."""
+        extra: list[Volume] = []
+        for path, capacity in [*((v.path, v.capacity_bytes) for v in self.settings.volumes),
+                               *extra_volumes]:
+            vol = await run_blocking(open_volume, path, capacity)
             self.volumes[vol.id] = vol
+            extra.append(vol)
+        extra = extra[len(self.settings.volumes):]
         self._index = await run_blocking(Index, self._index_path)
         contents = await run_blocking(self._index.load)
         self._seq = contents.seq
@@ -155,6 +162,65 @@ class CacheStore:
             removed = await run_blocking(sweep, vol, referenced[vol.id])
             if removed:
                 log.info("cache volume %s: removed %d orphaned files", vol.path, removed)
+        return extra
+
+    # -- volumes attached and detached at run time (elastic capacity) -----------------
+    async def add_volume(self, path: Path, capacity: int) -> Volume:
+        """Open a new, empty volume and start using it."""
+        vol = await run_blocking(open_volume, path, capacity)
+        self.volumes[vol.id] = vol
+        self.changed()
+        return vol
+
+    def volume_idle(self, vol: Volume) -> bool:
+        """True when nothing on ``vol`` is needed any more: no unflushed record or
+        multipart part has data there, no write is in progress there and no reader or
+        flush holds one of its files."""
+        with self._lock:
+            if vol.claims or vol.inflight or any(f[0] == vol.id for f in self._pins):
+                return False
+            for per_bucket in self._entries.values():
+                for entry in per_bucket.values():
+                    if entry.dirty and any(s.volume == vol.id for s in entry.segments):
+                        return False
+            return not any(p.segment.volume == vol.id for parts in self.parts.values()
+                           for p in parts.values())
+
+    async def remove_volume(self, vol: Volume) -> bool:
+        """Forget ``vol`` once :meth:`volume_idle`: its clean records are dropped (the
+        backend has them) with one synced index write. False (nothing changed) if it is
+        not idle or a record on it is locked right now. The files stay for the caller."""
+        if not self.volume_idle(vol):
+            return False
+        victims: list[Entry] = []
+        with self._lock:
+            for per_bucket in self._entries.values():
+                victims.extend(e for e in per_bucket.values()
+                               if any(s.volume == vol.id for s in e.segments))
+        locked: list[Entry] = []
+        try:
+            for entry in victims:
+                if not self.keys.try_acquire(entry.bk):
+                    return False
+                locked.append(entry)
+            if not self.volume_idle(vol) or any(self.get(*e.bk) is not e for e in victims):
+                return False
+            batch = Batch()
+            for entry in victims:
+                batch.delete_entry(entry.bucket, entry.key)
+            await asyncio.shield(run_blocking(self.index.write, batch.set_seq(self._seq),
+                                              sync=self.sync))
+            with self._lock:
+                for entry in victims:
+                    self._replace(entry.bk, None)
+                del self.volumes[vol.id]
+            for entry in victims:
+                self.invalidate_fills(entry.bk)
+        finally:
+            for entry in locked:
+                self.keys.release(entry.bk)
+        self.changed()
+        return True
 
     async def _files_present(self, segments: Iterable[Segment]) -> bool:
         for seg in segments:
@@ -382,9 +448,17 @@ class CacheStore:
         """Largest payload a single data file can hold."""
         return max((v.capacity - charge(0) for v in self.volumes.values()), default=0)
 
+    @property
+    def active_volumes(self) -> list[Volume]:
+        """Volumes new files may be written to (not draining before a detach)."""
+        return [v for v in self.volumes.values() if not v.retiring]
+
     def choose_volume(self) -> Volume:
-        """The volume with the most free space."""
-        return max(self.volumes.values(), key=lambda v: v.free)
+        """The active volume with the most free space (a retiring one if no other)."""
+        candidates = self.active_volumes or list(self.volumes.values())
+        if not candidates:
+            raise ServiceUnavailable("no cache volume is attached")
+        return max(candidates, key=lambda v: v.free)
 
     def open_claim(self, vol: Volume) -> Claim:
         """Start reserving space on ``vol`` for one file being written."""

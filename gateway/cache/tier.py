@@ -38,14 +38,16 @@ from backends.errors import (
 )
 from backends.keys import check_key
 from backends.multipart import MIN_PART_SIZE
+from gateway.cache.elastic_controller import ElasticController
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
 from gateway.cache.flusher import Flusher
 from gateway.cache.listing import merge_sorted
 from gateway.cache.metrics import register_metrics
 from gateway.cache.policy import WritebackPolicy
+from gateway.cache.provisioner import Provisioner
 from gateway.cache.readers import entry_stream
-from gateway.cache.settings import CacheSettings
+from gateway.cache.settings import CacheSettings, ElasticSettings
 from gateway.cache.spool import overflow_body, spool
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.uploads import CachedUploads
@@ -61,13 +63,20 @@ class CacheTier:
     metrics; ``backend_bandwidth`` (bytes/s, e.g. the throttle rate) is B of the
     writeback controller, measured from flushes when None. ``start()`` opens volumes and
     index and starts the flusher; ``aclose()`` stops everything and closes ``inner``.
+    With ``elastic`` and a ``provisioner``, capacity is attached only while a write burst
+    lasts (:mod:`gateway.cache.elastic`); ``volume_listeners`` are called just before and
+    just after each attach or detach (the cost meter samples M(t) then).
     """
 
     def __init__(self, inner: Backend, settings: CacheSettings, *, index_path: Path,
                  registry: CollectorRegistry | None = None,
                  backend_bandwidth: float | None = None,
-                 min_part_size: int = MIN_PART_SIZE) -> None:
-        if not settings.enabled:
+                 min_part_size: int = MIN_PART_SIZE,
+                 provisioner: Provisioner | None = None,
+                 elastic: ElasticSettings | None = None) -> None:
+        if (elastic is None) != (provisioner is None):
+            raise ValueError("elastic capacity needs both its settings and a provisioner")
+        if not settings.enabled and elastic is None:
             raise ValueError("CacheTier needs at least one cache volume with capacity > 0")
         self._inner = inner
         self._settings = settings
@@ -79,17 +88,32 @@ class CacheTier:
         self._uploads = CachedUploads(self, inner, self._store, min_part_size)
         self._buckets: set[str] = set()
         self._commits: set[asyncio.Task[Any]] = set()
+        self._provisioner = provisioner
+        self._elastic_settings = elastic
+        self._elastic: ElasticController | None = None
+        self.volume_listeners: list[Callable[[], object]] = []
+        self._started = self._store.now()
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        await self._store.open()
+        handles = await self._provisioner.list() if self._provisioner is not None else []
+        recovered = await self._store.open([(h.path, h.size_bytes) for h in handles])
         self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth)
         self._flusher = Flusher(self._store, self._inner, self._policy)
+        if self._provisioner is not None and self._elastic_settings is not None:
+            self._elastic = ElasticController(self, self._provisioner, self._elastic_settings,
+                                              self._settings,
+                                              listeners=self.volume_listeners)
+            await self._elastic.start(list(zip(handles, recovered, strict=True)))
         if self._registry is not None:
             register_metrics(self._registry, self.status)
+            if self._elastic is not None:
+                self._elastic.register_metrics(self._registry)
         self._flusher.start()
 
     async def aclose(self) -> None:
+        if self._elastic is not None:
+            await self._elastic.stop()
         if self._flusher is not None:
             await self._flusher.stop()
         if self._commits:
@@ -106,6 +130,32 @@ class CacheTier:
     @property
     def store(self) -> CacheStore:
         return self._store
+
+    @property
+    def elastic(self) -> ElasticController | None:
+        """The elastic controller (``cache_mode = "elastic"``), once started."""
+        return self._elastic
+
+    @property
+    def write_around(self) -> bool:
+        """New writes go straight to the backend: phase 2, or no volume takes writes."""
+        return self.policy.write_around or not self._store.active_volumes
+
+    async def admit(self, size: int | None, *, require: bool = False) -> None:
+        """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach
+        a volume first if the write is part of a burst (see ElasticController.admit)."""
+        if self._elastic is not None and (require or not self._store.active_volumes
+                                          or self.policy.write_around):
+            await self._elastic.admit(size, require=require)
+
+    def volume_status(self) -> list[dict[str, Any]]:
+        """``cache_volumes`` of the status: every volume attached now."""
+        if self._elastic is not None:
+            return self._elastic.volume_status()
+        return [{"id": v.id, "path": str(v.path), "provider": "static",
+                 "size_bytes": v.capacity, "used_bytes": v.used,
+                 "bandwidth_bytes_per_s": None, "attached_since": self._started,
+                 "state": "active"} for v in self._store.volumes.values()]
 
     async def wait_flushed(self, bucket: str | None = None,
                            progress: Callable[[int, int], None] | None = None) -> None:
@@ -138,6 +188,11 @@ class CacheTier:
             "evictions": stats.evictions,
             "slowdowns": stats.slowdowns_total,
             "uploads": len(store.uploads),
+            "cache_mode": "elastic" if self._elastic_settings is not None else "static",
+            "cache_volumes": self.volume_status(),
+            "cache_volumes_attached": len(store.volumes),
+            "forced_flush_bytes_total": stats.forced_flush_bytes_total,
+            **({"elastic": self._elastic.status()} if self._elastic is not None else {}),
         }
 
     # -- helpers -----------------------------------------------------------------------
@@ -269,9 +324,13 @@ class CacheTier:
         await self.check_bucket(bucket)
         bk = (bucket, key)
         store = self._store
+        declared = size_hint if size_hint is not None else getattr(body, "declared_length",
+                                                                     None)
+        await self.admit(declared)
         current = store.get(*bk)
         if (size_hint is not None and size_hint > store.max_object) or (
-                self.policy.write_around and (current is None or not current.dirty)):
+                self.write_around and (current is None or not current.dirty
+                                       or not store.volumes)):
             return await self._put_direct(bk, body, meta, content_md5, if_match,
                                           if_none_match)
         spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,

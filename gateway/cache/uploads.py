@@ -64,7 +64,8 @@ class CachedUploads:
 
     async def create(self, bucket: str, key: str, meta: ObjectMeta) -> UploadInfo:
         native = self._native()
-        if self._tier.policy.write_around and native is not None:
+        await self._tier.admit(self._min_part_size)  # a multipart upload is a large write
+        if self._tier.write_around and native is not None:
             return await native.create_multipart_upload(bucket, key, meta=meta)
         upload = Upload(upload_id=uuid.uuid4().hex, bucket=bucket, key=key,
                         initiated=self._store.now(), meta=meta)
@@ -89,6 +90,8 @@ class CachedUploads:
             raise InvalidPart(f"Part number must be an integer between 1 and "
                               f"{MAX_PART_NUMBER}, inclusive.")
         store = self._store
+        if not store.volumes:  # the elastic volume was detached since the upload began
+            await self._tier.admit(None, require=True)
         spooled = await spool(store, body, content_md5=content_md5,
                               on_bytes=self._tier.count_ingest,
                               retry_after=self._tier.retry_after)

@@ -59,6 +59,10 @@ class Volume:
         self.used = 0
         self.inflight = 0
         self.claims: set[Any] = set()
+        #: elastic volumes: no new files are written here while it drains before detach
+        self.retiring = False
+        #: a token bucket (``acquire(n)``) capping writes, emulating the device's bandwidth
+        self.limiter: Any = None
         self.data_dir = path / "data"
         self.tmp_dir = path / "tmp"
 
@@ -88,13 +92,14 @@ def open_volume(path: Path, capacity: int) -> Volume:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, marker)
-            _fsync_dir(path)
+            fsync_dir(path)
         (path / "data").mkdir(exist_ok=True)
         (path / "tmp").mkdir(exist_ok=True)
     return Volume(vol_id, path, capacity)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -146,7 +151,7 @@ class DataFileWriter:
             os.replace(self._tmp, final)
             self._committed = True
             if self._sync:
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
 
     def abort(self) -> None:
         """Remove the file (also after :meth:`commit`, if no record took it)."""

@@ -1,7 +1,8 @@
-"""``squall cost``, ``squall predict`` and ``squall advise``.
+"""``squall cost``, ``squall calibrate``, ``squall predict`` and ``squall advise``.
 
 ``cost`` reads the ``cost`` object of a running gateway's ``/_squall/status``;
-``predict`` and ``advise`` work offline from a calibration file (docs/cost-model.md).
+``calibrate`` measures a running gateway into a calibration file; ``predict`` and
+``advise`` work offline from that file (docs/cost-model.md).
 Bad input exits with status 2 and a one-line message; an unreachable gateway with 1.
 """
 
@@ -15,11 +16,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gateway.cache.units import parse_size
 from gateway.cost.calibration import CalibrationError, load_calibration, select
 from gateway.cost.meter import format_report, write_csv
-from gateway.cost.predict import Advice, Application, Prediction, advise, predict
+from gateway.cost.predict import (
+    Advice,
+    Application,
+    Prediction,
+    advise,
+    experience_schedule,
+    predict,
+    predict_schedule,
+)
 
-COMMANDS = ("cost", "predict", "advise")
+COMMANDS = ("cost", "calibrate", "predict", "advise")
 
 
 def _number(kind: str, minimum: float, strict: bool) -> Any:
@@ -79,12 +89,47 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--plot", type=Path, help="also plot it as PNG (needs matplotlib)")
     c.add_argument("--json", action="store_true", help="print the cost object as JSON")
 
+    k = sub.add_parser("calibrate", help="measure B(x) and D(x) of a running gateway",
+                       description="Write datasets of the given sizes with parallel writers "
+                                   "against a running gateway, once per cache size M (an "
+                                   "elastic gateway) or once (a static one), and save the "
+                                   "sustained throughput B_M(x) and the time the cache "
+                                   "stayed attached D_M(x) as a calibration file. "
+                                   "Credentials: SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY.")
+    k.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+    k.add_argument("--sizes", nargs="+", required=True, type=_bytes, metavar="SIZE",
+                   help="data sizes x, e.g. 128MB 256MB")
+    k.add_argument("--cache-sizes", nargs="+", default=[], type=_bytes, metavar="SIZE",
+                   help="cache sizes M (elastic gateways), e.g. 128MB 256MB")
+    k.add_argument("--out", type=Path, required=True, help="calibration file to write")
+    k.add_argument("--append", action="store_true",
+                   help="add this configuration to --out (replacing one of the same name)")
+    k.add_argument("--name", help="configuration name (default: BACKEND-elastic|static)")
+    k.add_argument("--writers", type=_count, default=4, help="parallel writers (default 4)")
+    k.add_argument("--object-size", type=_bytes, default=8 << 20,
+                   help="size of each object written (default 8MiB)")
+    k.add_argument("--bucket", default="squall-calibration", help="bucket to write into")
+    k.add_argument("--providers", type=_count, default=1, help="backend providers (record)")
+    k.add_argument("--backend-bandwidth-mb-s", type=_positive,
+                   help="B_b (default: the gateway's backend throttle)")
+    k.add_argument("--backend-size-gb", type=_size,
+                   help="N (default: the gateway's cost meter setting)")
+    k.add_argument("--cache-bandwidth-mb-s", type=_size,
+                   help="B_c (default: the gateway's cost meter setting)")
+    k.add_argument("--quiet-timeout", type=_positive, default=600.0,
+                   help="seconds to wait for the gateway to drain between points")
+    k.add_argument("--region", default="us-east-1")
+
     p = sub.add_parser("predict", help="predict completion time and cost for cache sizes",
                        description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "
                                    "cache sizes from a calibration file.")
     _application_args(p)
-    p.add_argument("--cache-size", type=_size, nargs="+", required=True, metavar="GB",
+    p.add_argument("--cache-size", type=_size, nargs="+", metavar="GB",
                    help="M(S_c): cache size(s) during checkpoints, GB")
+    p.add_argument("--experience", action="store_true",
+                   help="instead of --cache-size: size each checkpoint's cache as the "
+                        "elastic controller does (what the previous burst used: S_i for "
+                        "the first checkpoint, then S_c); --init-cache-size is M(S_i)")
     p.add_argument("--deadline", type=_positive, help="T_max in seconds (marks misses)")
 
     a = sub.add_parser("advise", help="recommend the cache size with minimal cost under a "
@@ -106,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             return _cost(args)
         if args.command == "predict":
             return _predict(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return _advise(args)
     except (CalibrationError, ValueError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
@@ -146,6 +193,54 @@ def _cost(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- calibrate ---------------------------------------------------------------------------
+def _bytes(text: str) -> int:
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import httpx
+    from tqdm import tqdm
+
+    from gateway.cost import calibrate as cal
+
+    if args.writers < 1:
+        raise ValueError("--writers must be >= 1")
+    gw = cal.GatewayClient(args.endpoint, cal.credentials_from_env(), args.region)
+    plan = cal.Plan(sizes=args.sizes, cache_sizes=args.cache_sizes, writers=args.writers,
+                    object_size=args.object_size, bucket=args.bucket,
+                    quiet_timeout_s=args.quiet_timeout)
+    try:
+        status = gw.status()
+        runs = len(args.cache_sizes) if cal.elastic(status) else 1
+        with tqdm(total=runs * sum(args.sizes), unit="B", unit_scale=True,
+                  desc="calibrating", file=sys.stderr) as bar:
+            points = cal.calibrate(gw, plan, progress=bar)
+        status = gw.status()
+    except (httpx.HTTPError, cal.CalibrationFailed) as exc:
+        print(f"squall calibrate: {args.endpoint}: {exc}", file=sys.stderr)
+        return 1
+    name = args.name or (f"{(status.get('backend') or {}).get('kind', 'posix')}-"
+                         f"{'elastic' if cal.elastic(status) else 'static'}")
+    config = cal.configuration(status, points, name=name, providers=max(1, args.providers),
+                               backend_bandwidth_mb_s=args.backend_bandwidth_mb_s,
+                               backend_size_gb=args.backend_size_gb,
+                               cache_bandwidth_mb_s=args.cache_bandwidth_mb_s)
+    cal.save(args.out, config, append=args.append)
+    print(f"{'M GB':>8} {'x GB':>8} {'B MB/s':>8} {'D s':>8}")
+    for p in points:
+        print(f"{p.cache_gb:>8g} {p.dataset_gb:>8g} {p.throughput_mb_s:>8.1f} "
+              f"{p.attach_s:>8.1f}")
+    print(f"saved configuration {name!r} to {args.out}")
+    return 0
+
+
 # -- predict / advise --------------------------------------------------------------------
 def _application(args: argparse.Namespace) -> Application:
     return Application(nodes=args.nodes, iterations=args.iterations,
@@ -167,7 +262,15 @@ def _row(p: Prediction, mark: str = "") -> str:
 def _predict(args: argparse.Namespace) -> int:
     app = _application(args)
     configs = select(load_calibration(args.calibration), args.configuration)
-    rows = [predict(app, c, m, args.deadline) for c in configs for m in args.cache_size]
+    if args.experience == bool(args.cache_size):
+        raise ValueError("give either --cache-size or --experience")
+    if args.experience:
+        if args.init_cache_size is None:
+            raise ValueError("--experience needs --init-cache-size (the first volume)")
+        schedule = experience_schedule(app, args.init_cache_size)
+        rows = [predict_schedule(app, c, schedule, args.deadline) for c in configs]
+    else:
+        rows = [predict(app, c, m, args.deadline) for c in configs for m in args.cache_size]
     if args.json:
         print(json.dumps([asdict(p) for p in rows], indent=2))
     else:

@@ -36,7 +36,11 @@ def plot_series(series: Mapping[str, Sequence[float]], path: Path) -> None:
     fig, (io, size, cost) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
     try:
         io.plot(t, [model.mb_per_s(v) for v in series.get("ingest_rate_bytes_per_s", [])],
-                label="ingest")
+                label="ingest (client writes)")
+        if "flush_rate_bytes_per_s" in series:
+            io.plot(t, [model.mb_per_s(v) for v in series["flush_rate_bytes_per_s"]],
+                    label="flush (cache to backend)")
+            io.legend(loc="upper right")
         io.set_ylabel("MB/s")
         io.set_title("I/O activity")
         size.plot(t, [model.gb(v) for v in series.get("cache_size_bytes", [])],

@@ -68,6 +68,12 @@ class Prediction:
     cost_per_node_agbs: float  # C
     cost_agbs: float  # C_a
     meets_deadline: bool = True
+    init_time_s: float = 0.0  # S_i/B(S_i): the initial dump, before T
+
+    @property
+    def total_time_s(self) -> float:
+        """T plus the initial dump: the whole run, as a stopwatch measures it."""
+        return self.time_s + self.init_time_s
 
     @property
     def perf_cost_ratio(self) -> float:
@@ -115,25 +121,60 @@ def predict(app: Application, config: Configuration, cache_gb: float,
 
     Raises :class:`CalibrationError` when the calibration does not cover the question.
     """
-    b = config.throughput(app.checkpoint_gb, cache_gb)
-    d = config.attach(app.checkpoint_gb, cache_gb)
-    t = completion_time(iterations=app.iterations, iteration_s=app.iteration_s,
-                        checkpoints=app.checkpoints, checkpoint_gb=app.checkpoint_gb,
-                        throughput_mb_s=b)
+    return predict_schedule(app, config, [cache_gb] * app.checkpoints, deadline_s,
+                            cache_gb=cache_gb)
+
+
+def experience_schedule(app: Application, initial_cache_gb: float) -> list[float]:
+    """M per checkpoint as the elastic controller sizes it for a steady application:
+    each volume is sized to what the previous burst used, i.e. its data (III-A.3), so
+    the first checkpoint gets S_i (or the initial size without an initial dump) and the
+    others S_c."""
+    first = app.init_gb if app.init_gb > 0 else initial_cache_gb
+    return [first, *[app.checkpoint_gb] * (app.checkpoints - 1)][:app.checkpoints]
+
+
+def predict_schedule(app: Application, config: Configuration,
+                     checkpoint_cache_gb: Sequence[float], deadline_s: float | None = None,
+                     *, cache_gb: float | None = None) -> Prediction:
+    """T and C_a when checkpoint k runs with a cache of ``checkpoint_cache_gb[k]`` GB::
+
+        T = I*I_t + sum_k S_c/B_{M_k}(S_c)
+        C = B_b*N*(T + S_i/B(S_i)) + B_c*M(S_i)*D(S_i) + sum_k B_c*M_k*D_{M_k}(S_c)
+
+    With every M_k equal this is III-C's formula. The reported B and D are averages over
+    the checkpoints, ``cache_gb`` the last M_k (or the one given).
+    """
+    if len(checkpoint_cache_gb) != app.checkpoints:
+        raise ValueError(f"{app.checkpoints} checkpoints but {len(checkpoint_cache_gb)} "
+                         "cache sizes")
+    sizes = list(checkpoint_cache_gb)
+    b = [config.throughput(app.checkpoint_gb, m) for m in sizes]
+    d = [config.attach(app.checkpoint_gb, m) for m in sizes]
+    t = app.iterations * app.iteration_s + sum(write_time_s(app.checkpoint_gb, x) for x in b)
     init_write_s = init_attach_s = init_m = 0.0
     if app.init_gb > 0:
-        init_m = cache_gb if app.init_cache_gb is None else app.init_cache_gb
+        init_m = app.init_cache_gb if app.init_cache_gb is not None else (
+            cache_gb if cache_gb is not None else (sizes[0] if sizes else 0.0))
         init_write_s = write_time_s(app.init_gb, config.throughput(app.init_gb, init_m))
         init_attach_s = config.attach(app.init_gb, init_m)
     c = node_cost(backend_bandwidth_mb_s=config.backend_bandwidth_mb_s,
                   backend_size_gb=config.backend_size_gb,
                   cache_bandwidth_mb_s=config.cache_bandwidth_mb_s, time_s=t,
-                  checkpoints=app.checkpoints, cache_gb=cache_gb, attach_s=d,
+                  checkpoints=1, cache_gb=1.0, attach_s=sum(m * x for m, x in zip(
+                      sizes, d, strict=True)),
                   init_write_s=init_write_s, init_cache_gb=init_m,
                   init_attach_s=init_attach_s)
-    return Prediction(configuration=config.name, cache_gb=cache_gb, throughput_mb_s=b,
-                      attach_s=d, time_s=t, cost_per_node_agbs=c, cost_agbs=app.nodes * c,
-                      meets_deadline=deadline_s is None or t <= deadline_s)
+    k = max(1, len(sizes))
+    return Prediction(configuration=config.name,
+                      cache_gb=cache_gb if cache_gb is not None else (sizes[-1] if sizes
+                                                                      else 0.0),
+                      throughput_mb_s=sum(b) / k if b else config.throughput(
+                          app.checkpoint_gb, cache_gb or 0.0),
+                      attach_s=sum(d) / k if d else 0.0, time_s=t, cost_per_node_agbs=c,
+                      cost_agbs=app.nodes * c,
+                      meets_deadline=deadline_s is None or t <= deadline_s,
+                      init_time_s=init_write_s)
 
 
 def _cheapest(predictions: Sequence[Prediction]) -> Prediction | None:

@@ -52,7 +52,7 @@ class RequestBody:
     """A verifying ``AsyncIterator[bytes]`` over a request body (see the module docstring)."""
 
     __slots__ = ("_count", "_decoder", "_expected_length", "_failure", "_finished", "_hasher",
-                 "_plan", "_sha", "_sha_expected", "_source", "checksum")
+                 "_plan", "_sha", "_sha_expected", "_source", "checksum", "declared_length")
 
     def __init__(self, source: AsyncIterator[bytes], *, decoder: AwsChunkedDecoder | None,
                  expected_length: int | None, payload_sha256: str | None,
@@ -68,6 +68,8 @@ class RequestBody:
         self._failure: Exception | None = None
         self._finished = False
         self.checksum: tuple[str, str] | None = None
+        #: the payload length the request declared (None: unknown); a sizing hint
+        self.declared_length = expected_length
 
     def __aiter__(self) -> RequestBody:
         return self
@@ -153,8 +155,10 @@ def request_body(raw: AsyncIterator[bytes], headers: Mapping[str, str],
         decoder = AwsChunkedDecoder(raw, auth=auth,
                                     decoded_length=_length(decoded,
                                                            "x-amz-decoded-content-length"))
-        return RequestBody(decoder, decoder=decoder, expected_length=None, payload_sha256=None,
-                           plan=plan)
+        body = RequestBody(decoder, decoder=decoder, expected_length=None,
+                           payload_sha256=None, plan=plan)
+        body.declared_length = _length(decoded, "x-amz-decoded-content-length")
+        return body
     length = headers.get("content-length")
     return RequestBody(raw, decoder=None,
                        expected_length=None if length is None else _length(length,

@@ -139,3 +139,18 @@ def test_cost_without_meter(capsys: pytest.CaptureFixture[str],
 def test_cost_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "cost", "--endpoint", "http://127.0.0.1:1")
     assert code == 1 and "cannot read" in err and "Traceback" not in err
+
+
+def test_predict_with_the_experience_schedule(capsys: pytest.CaptureFixture[str],
+                                              calibration_file: Path) -> None:
+    args = ["predict", "--calibration", str(calibration_file), "--configuration", "adaptive",
+            *APP_ARGS]
+    code, out, err = run(capsys, *args, "--init-size", "4", "--init-cache-size", "8",
+                         "--experience", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["cache_gb"] == 3 and row["init_time_s"] == pytest.approx(50.0)
+    code, _, err = run(capsys, *args, "--experience")
+    assert code == 2 and "--init-cache-size" in err
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "either --cache-size or --experience" in err

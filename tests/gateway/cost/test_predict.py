@@ -121,3 +121,27 @@ def test_bad_calibration(mutate: object, message: str) -> None:
     mutate(doc)  # type: ignore[operator]
     with pytest.raises(CalibrationError, match=message):
         parse_calibration(doc)
+
+
+def test_schedule_of_cache_sizes_per_checkpoint() -> None:
+    """Checkpoints with M = 4, 2, 2 GB (an explicit schedule).
+    B: M=4 -> 80, M=2 -> 40 MB/s; D: 60 and 100 s. T = 1000 + 3000/80 + 2*3000/40 = 1187.5
+    C = 1650*(1187.5 + 4000/50) + 128*8*D_8(4) + 128*(4*60 + 2*100 + 2*100)."""
+    from gateway.cost.predict import experience_schedule, predict_schedule
+
+    app = Application(nodes=2, iterations=100, iteration_s=10, checkpoints=3,
+                      checkpoint_gb=3, init_gb=4, init_cache_gb=8)
+    assert experience_schedule(app, 8) == [4, 3, 3]
+    p = predict_schedule(app, ADAPTIVE, [4, 2, 2])
+    assert p.time_s == pytest.approx(1187.5)
+    init_b = ADAPTIVE.throughput(4, 8)  # 90 - 30/3 = 80 MB/s
+    assert p.init_time_s == pytest.approx(4000 / init_b)
+    assert p.total_time_s == pytest.approx(1187.5 + 4000 / init_b)
+    expected = (1650 * (1187.5 + 4000 / init_b) + 128 * 8 * ADAPTIVE.attach(4, 8)
+                + 128 * (4 * 60 + 2 * 100 + 2 * 100))
+    assert p.cost_per_node_agbs == pytest.approx(expected)
+    assert p.cost_agbs == pytest.approx(2 * expected)
+    same = predict_schedule(app, ADAPTIVE, [2, 2, 2], cache_gb=2)
+    assert same == predict(app, ADAPTIVE, 2)  # equal sizes: III-C's formula
+    with pytest.raises(ValueError, match="3 checkpoints but 2"):
+        predict_schedule(app, ADAPTIVE, [2, 2])
