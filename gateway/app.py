@@ -7,12 +7,14 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from backends.base import ElasticBackend
 from backends.errors import StorageError
 from gateway.cache.tier import CacheTier
 from gateway.components import Components
@@ -91,6 +93,43 @@ def build_app(components: Components) -> S3Dispatcher:
                                 status_code=spec.status)
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
+
+    def denied(request: Request) -> JSONResponse | None:
+        """The error response for a request not signed with our credentials, else None."""
+        try:
+            endpoint.authenticate(request.scope)
+        except StorageError as exc:
+            spec, message = s3_error_for(exc)
+            return JSONResponse({"error": spec.code, "message": message},
+                                status_code=spec.status)
+        return None
+
+    @app.get("/_squall/providers")
+    async def list_providers(request: Request) -> JSONResponse:
+        """The store's providers (signed like an S3 request)."""
+        if (error := denied(request)) is not None:
+            return error
+        store = components.store
+        if not isinstance(store, ElasticBackend):
+            return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
+                                 "providers to list."}, status_code=501)
+        return JSONResponse({"providers": [asdict(p) for p in store.providers()]})
+
+    @app.post("/_squall/providers")
+    async def add_provider(request: Request, path: str, standby: bool = False) -> JSONResponse:
+        """Add a provider directory to the running store (signed like an S3 request)."""
+        if (error := denied(request)) is not None:
+            return error
+        store = components.store
+        if not isinstance(store, ElasticBackend):
+            return JSONResponse({"error": "NotImplemented", "message": "The backend cannot "
+                                 "add providers."}, status_code=501)
+        try:
+            info = await store.add_provider(path, standby=standby)
+        except ValueError as exc:
+            return JSONResponse({"error": "InvalidArgument", "message": str(exc)},
+                                status_code=400)
+        return JSONResponse({"provider": asdict(info)})
 
     return S3Dispatcher(app, endpoint)
 

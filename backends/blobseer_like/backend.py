@@ -60,8 +60,9 @@ class BlobseerBackend:
         self._ready_lock = asyncio.Lock()
 
     @property
-    def store_id(self) -> str:
-        return self._store.pool.store_id
+    def store(self) -> Store:
+        """The store's internals (maintenance tools and tests)."""
+        return self._store
 
     def open(self) -> None:
         """Blocking: open (formatting new directories) and lock the providers, open the

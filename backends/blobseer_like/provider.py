@@ -30,7 +30,7 @@ from backends.posix.files import (
 )
 from backends.throttle import TokenBucket
 
-SHARDS = [f"{i:02x}" for i in range(256)]
+_SHARD_SET = {f"{i:02x}" for i in range(256)}
 
 
 class ChunkCorrupted(BackendError):
@@ -64,6 +64,7 @@ class Provider:
         self.bytes_written = 0
         self.bytes_read = 0
         self._lock_fd = -1
+        self._shards: set[Path] = set()  # shard directories known to exist durably
 
     # -- formatting and locking (blocking) -------------------------------------------
 
@@ -95,14 +96,8 @@ class Provider:
                                 "give an empty or new directory")
         provider_id = fmt.new_id()[:12]
         try:
-            (path / fmt.TMP).mkdir(exist_ok=True)
-            for top in (fmt.CHUNKS, fmt.RECORDS):
-                for shard in SHARDS:
-                    (path / top / shard).mkdir(parents=True, exist_ok=True)
-                if durable:
-                    fsync_dir(path / top)
-            (path / fmt.BUCKETS).mkdir(exist_ok=True)
-            (path / fmt.UPLOADS).mkdir(exist_ok=True)
+            for name in (fmt.TMP, fmt.CHUNKS, fmt.RECORDS, fmt.BUCKETS, fmt.UPLOADS):
+                (path / name).mkdir(exist_ok=True)
             identity = fmt.dumps({"magic": fmt.PROVIDER_MAGIC, "v": fmt.VERSION,
                                   "store": store_id, "provider": provider_id,
                                   "created_ns": time.time_ns()})
@@ -137,13 +132,29 @@ class Provider:
 
     # -- chunks ----------------------------------------------------------------------
 
+    def _shard(self, top: str, shard: str) -> Path:
+        """Blocking: the shard directory ``top/shard``, created (durably) on first use."""
+        directory = self.path / top / shard
+        if directory not in self._shards:
+            try:
+                directory.mkdir()
+                if self.durable:
+                    fsync_dir(directory.parent)
+            except FileExistsError:
+                pass
+            self._shards.add(directory)
+        return directory
+
+    def _shard_names(self, top: str) -> list[str]:
+        return sorted(n for n in os.listdir(self.path / top) if n in _SHARD_SET)
+
     def chunk_path(self, chunk_id: str) -> Path:
         return self.path / fmt.CHUNKS / chunk_id[:2] / chunk_id
 
     def write_chunk(self, chunk_id: str, data: bytes | bytearray | memoryview) -> int:
         """Blocking: store a new chunk (header + data, fdatasync if durable); its CRC."""
         crc = crc_of(data)
-        fd = os.open(self.chunk_path(chunk_id), O_CREATE, FILE_MODE)
+        fd = os.open(self._shard(fmt.CHUNKS, chunk_id[:2]) / chunk_id, O_CREATE, FILE_MODE)
         try:
             write_all(fd, fmt.pack_chunk_header(len(data), crc))
             write_all(fd, data)
@@ -199,7 +210,7 @@ class Provider:
             pass
 
     def chunk_ids(self) -> Iterator[str]:
-        for shard in SHARDS:
+        for shard in self._shard_names(fmt.CHUNKS):
             try:
                 with os.scandir(self.path / fmt.CHUNKS / shard) as entries:
                     yield from (e.name for e in entries)
@@ -210,6 +221,10 @@ class Provider:
 
     def record_path(self, name: str) -> Path:
         return self.path / fmt.RECORDS / name[-2:] / name
+
+    def write_record(self, name: str, data: bytes) -> None:
+        self._shard(fmt.RECORDS, name[-2:])
+        self.write_file(self.record_path(name), data)
 
     def write_file(self, path: Path, data: bytes) -> None:
         write_atomic(path, data, tmp_dir=self.path / fmt.TMP, durable=self.durable)
@@ -224,7 +239,7 @@ class Provider:
             fsync_dir(path.parent)
 
     def record_names(self) -> Iterator[str]:
-        for shard in SHARDS:
+        for shard in self._shard_names(fmt.RECORDS):
             try:
                 with os.scandir(self.path / fmt.RECORDS / shard) as entries:
                     yield from (e.name for e in entries if not e.name.startswith("."))

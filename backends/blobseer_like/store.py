@@ -24,6 +24,7 @@ from backends.blobseer_like.index import Batch, Index
 from backends.blobseer_like.pins import Pin, PinSet
 from backends.blobseer_like.pool import ProviderPool
 from backends.blobseer_like.provider import Provider
+from backends.blobseer_like.rebuild import RebuildReport, rebuild_index
 from backends.blocking import run_blocking
 from backends.conditions import check_write_conditions
 from backends.errors import BackendError, NoSuchBucket
@@ -90,22 +91,22 @@ class Store:
         self._seq = 0
         self.garbage = asyncio.Event()  # set when a commit may have left garbage
         self.commits = 0
+        self.rebuilt: RebuildReport | None = None  # when open found no index
 
     # -- life cycle (blocking) ---------------------------------------------------------
 
     def open(self) -> None:
         """Open the providers and the index; an index created just now is rebuilt from
         the providers' records (the gateway's local state was lost or never existed)."""
-        from backends.blobseer_like.rebuild import rebuild_index
-
         self.pool.open()
         try:
             self._index = Index(self._index_root / self.pool.store_id, self.pool.store_id,
                                 durable=self.durable)
             if self._index.created:
-                report = rebuild_index(self.pool, self._index)
-                if report.versions or report.buckets:
-                    log.warning("blobseer_like index rebuilt from the providers: %s", report)
+                self.rebuilt = rebuild_index(self.pool, self._index)
+                if self.rebuilt.versions or self.rebuilt.buckets:
+                    log.warning("blobseer_like index rebuilt from the providers: %s",
+                                self.rebuilt)
             self._seq = max(self._index.seq(), time.time_ns())
         except BaseException:
             self.close()
@@ -152,7 +153,7 @@ class Store:
     async def write_record(self, record: fmt.Version | fmt.Tombstone) -> None:
         blob = fmt.encode_record(record)
         await self.on_replicas(record.replicas,
-                               lambda p: p.write_file(p.record_path(record.record), blob),
+                               lambda p: p.write_record(record.record, blob),
                                "write a version record")
 
     async def require_bucket(self, bucket: str) -> None:
