@@ -260,14 +260,15 @@ class RangedWriteBackend(Protocol):
     """Writes into an object at a byte offset (appends), each making a new version."""
 
     async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
-                       meta: ObjectMeta | None = None,
-                       if_match: str | None = None) -> ObjectInfo:
+                       meta: ObjectMeta | None = None, if_match: str | None = None,
+                       append_only: bool = False) -> ObjectInfo:
         """Write ``body`` at ``offset`` of the current object; bytes after the written
         range stay. ``offset`` equal to the size appends (0 on a missing key creates the
-        object); an offset below the size overwrites in place; InvalidWriteOffset above
-        it, or when the object changed size since the write began. ``meta`` None keeps
-        the object's metadata. ``if_match`` is checked atomically with the commit. The
-        S3 ``x-amz-write-offset-bytes`` header allows appends only (offset == size).
+        object); an offset below the size overwrites in place, unless ``append_only``
+        (S3's ``x-amz-write-offset-bytes``). InvalidWriteOffset for an offset the object
+        does not allow, also when another write changed the object meanwhile.
+        ``meta`` None keeps the object's metadata. ``if_match`` is checked atomically
+        with the commit.
         """
 
 

@@ -80,20 +80,6 @@ def build_app(components: Components) -> S3Dispatcher:
     endpoint = S3Endpoint(components.service, secret_for=secret_for,
                           domain=components.settings.domain, metrics=components.metrics)
 
-    @app.post("/_squall/sync")
-    async def sync(request: Request, bucket: str | None = None) -> Response:
-        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
-
-        Signed like an S3 request (SigV4, same credentials)."""
-        try:
-            endpoint.authenticate(request.scope)
-        except StorageError as exc:
-            spec, message = s3_error_for(exc)
-            return JSONResponse({"error": spec.code, "message": message},
-                                status_code=spec.status)
-        return StreamingResponse(sync_progress(components.cache, bucket),
-                                 media_type="application/x-ndjson")
-
     def denied(request: Request) -> JSONResponse | None:
         """The error response for a request not signed with our credentials, else None."""
         try:
@@ -103,6 +89,16 @@ def build_app(components: Components) -> S3Dispatcher:
             return JSONResponse({"error": spec.code, "message": message},
                                 status_code=spec.status)
         return None
+
+    @app.post("/_squall/sync")
+    async def sync(request: Request, bucket: str | None = None) -> Response:
+        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
+
+        Signed like an S3 request (SigV4, same credentials)."""
+        if (error := denied(request)) is not None:
+            return error
+        return StreamingResponse(sync_progress(components.cache, bucket),
+                                 media_type="application/x-ndjson")
 
     @app.get("/_squall/providers")
     async def list_providers(request: Request) -> JSONResponse:

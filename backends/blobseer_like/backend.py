@@ -144,12 +144,12 @@ class BlobseerBackend:
                                         src_etag=src_etag)
 
     async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
-                       meta: ObjectMeta | None = None,
-                       if_match: str | None = None) -> ObjectInfo:
+                       meta: ObjectMeta | None = None, if_match: str | None = None,
+                       append_only: bool = False) -> ObjectInfo:
         """Ranged write: ``offset`` <= size (== size appends); see RangedWriteBackend."""
         await self._ready()
         return await self._ranged.write_at(bucket, key, offset, body, meta=meta,
-                                           if_match=if_match)
+                                           if_match=if_match, append_only=append_only)
 
     # -- multipart -----------------------------------------------------------------------
 

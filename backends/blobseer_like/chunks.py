@@ -221,10 +221,9 @@ class ChunkStream:
         self._fill()
         if self._inflight:
             await asyncio.wait([self._inflight[0]])
-            if self._inflight[0].exception() is not None:
-                error = self._inflight[0].exception()
+            error = self._inflight[0].exception()
+            if error is not None:
                 await self.aclose()
-                assert error is not None
                 raise error
 
     async def __anext__(self) -> bytes:

@@ -98,7 +98,11 @@ class Objects:
             raise
         start, length = (resolved.start, resolved.length) if resolved else (0, version.size)
         body = self.stream(version, pin, start, length)
-        await body.prefetch()
+        try:
+            await body.prefetch()
+        except BaseException:
+            await body.aclose()  # releases the pin, also when cancelled
+            raise
         return ObjectStream(version.info(), body, resolved)
 
     async def iter(self, bucket: str, prefix: str, start_after: str

@@ -44,7 +44,8 @@ class RangedWrites:
         return await self._store.pool.get(ref.provider).read(ref.id, ref.size, ref.crc)
 
     async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
-                       meta: ObjectMeta | None, if_match: str | None) -> ObjectInfo:
+                       meta: ObjectMeta | None, if_match: str | None,
+                       append_only: bool = False) -> ObjectInfo:
         check_bucket(bucket)
         check_object_key(key)
         if offset < 0:
@@ -56,9 +57,9 @@ class RangedWrites:
         try:
             chunks = base.chunks if base is not None else ()
             size = base.size if base is not None else 0
-            if offset > size:
-                raise InvalidWriteOffset(f"The write offset {offset} is beyond the object's "
-                                         f"size {size}.", size=size)
+            if offset > size or (append_only and offset != size):
+                raise InvalidWriteOffset(f"The write offset {offset} does not match the "
+                                         f"object's size {size}.", size=size)
             starts = starts_of(chunks)
             first = bisect.bisect_right(starts, offset) - 1
             if first == len(chunks) and chunks and chunks[-1].size < store.config.chunk_size:
@@ -85,7 +86,7 @@ class RangedWrites:
             new_chunks = chunks[:first] + await writer.finish() + tail
             version = await store.commit(
                 bucket, key, self._builder(bucket, key, base, offset, max(size, end),
-                                           new_chunks, meta),
+                                           new_chunks, meta, append_only),
                 if_match=if_match)
         except BaseException:
             await writer.discard()
@@ -97,8 +98,8 @@ class RangedWrites:
         return version.info()
 
     def _builder(self, bucket: str, key: str, base: fmt.Version | None, offset: int,
-                 size: int, chunks: tuple[fmt.ChunkRef, ...], meta: ObjectMeta | None
-                 ) -> Builder:
+                 size: int, chunks: tuple[fmt.ChunkRef, ...], meta: ObjectMeta | None,
+                 append_only: bool) -> Builder:
         base_record = base.record if base is not None else None
         # A full-object checksum no longer describes the object.
         new_meta = replace(meta if meta is not None else
@@ -109,10 +110,10 @@ class RangedWrites:
                   replicas: tuple[str, ...]) -> fmt.Version:
             if (current.record if current is not None else None) != base_record:
                 current_size = current.size if current is not None else 0
-                if current_size < offset:
+                if current_size < offset or (append_only and current_size != offset):
                     raise InvalidWriteOffset(
                         f"The object changed while it was written: its size is now "
-                        f"{current_size}, below the write offset {offset}.", size=current_size)
+                        f"{current_size}, the write offset {offset}.", size=current_size)
                 raise ConditionalRequestConflict(
                     "The object changed while it was written; retry the write.")
             return fmt.Version(name, seq, bucket, key, size, etag, time.time_ns(), new_meta,

@@ -219,3 +219,22 @@ async def test_write_at_from_a_stale_base_is_refused(store: BlobseerBackend) -> 
         with pytest.raises(error):
             await slow
         assert await get(store, "k") == change
+
+
+async def test_append_only_offsets(store: BlobseerBackend) -> None:
+    await put(store, "k", b"0123456789")
+    with pytest.raises(InvalidWriteOffset) as caught:
+        await write_at(store, "k", 4, b"x", append_only=True)
+    assert caught.value.size == 10 and await get(store, "k") == b"0123456789"
+    await write_at(store, "k", 10, b"ab", append_only=True)
+    assert await get(store, "k") == b"0123456789ab"
+    release, started = asyncio.Event(), asyncio.Event()
+    slow = asyncio.ensure_future(store.write_at("bkt", "k", 12,
+                                                _held_body(b"!", release, started),
+                                                append_only=True))
+    await started.wait()
+    await write_at(store, "k", 12, b"cd", append_only=True)  # another appender wins
+    release.set()
+    with pytest.raises(InvalidWriteOffset):
+        await slow
+    assert await get(store, "k") == b"0123456789abcd"
