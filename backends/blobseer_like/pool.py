@@ -3,9 +3,10 @@
 Membership (every provider's id, path and state) is kept in ``members.json`` on every
 provider, with an epoch that grows at each change; on open the highest epoch wins, so a
 provider added while running is found again after a restart with the original spec.
-New chunks go round-robin over the *active* providers from a random start per write;
-standby providers take data only once activated (by hand, or when ingest stays above
-the burst threshold for the burst window).
+New chunks go round-robin over the *active* providers from a random start per write,
+passing over providers whose queue of writes is longer than the others'; standby
+providers take data only once activated (by hand, or when ingest stays above the burst
+threshold for the burst window).
 """
 
 from __future__ import annotations
@@ -144,9 +145,16 @@ class ProviderPool:
         return random.randrange(1 << 30)
 
     def place(self, start: int, index: int) -> Provider:
-        """The provider of a write's ``index``-th chunk."""
+        """The provider of a write's ``index``-th chunk: round-robin from the write's
+        start, except that a provider with a longer queue (counted in units of four
+        chunks) is passed over, so a busy store steers new chunks to providers that keep
+        up while a lone writer still stripes evenly."""
         active = self.active
-        return active[(start + index) % len(active)]
+        count = len(active)
+        turn = (start + index) % count
+        unit = 4 * self.config.chunk_size
+        best = min(range(count), key=lambda i: (active[i].queued // unit, (i - turn) % count))
+        return active[best]
 
     def replicas(self, name: str) -> list[Provider]:
         """The providers that keep record ``name`` (rendezvous hashing over active ones)."""

@@ -59,10 +59,11 @@ class Provider:
         self.state = state
         self.durable = durable
         self.cap = cap
-        # Burst allowance of a tenth of a second, at least one large chunk.
-        self.throttle = TokenBucket(cap, max(cap / 10, float(1 << 20))) if cap else None
+        # A tenth of a second of burst allowance, as the gateway's backend throttle.
+        self.throttle = TokenBucket(cap, cap / 10) if cap else None
         self.bytes_written = 0
         self.bytes_read = 0
+        self.queued = 0  # bytes of chunk writes waiting for or in progress on this provider
         self._lock_fd = -1
         self._shards: set[Path] = set()  # shard directories known to exist durably
 
@@ -287,9 +288,13 @@ class Provider:
 
     async def write(self, chunk_id: str, data: bytes | bytearray | memoryview) -> int:
         """Store a chunk within the provider's bandwidth cap; its CRC."""
-        if self.throttle is not None:
-            await self.throttle.acquire(len(data))
-        return await run_blocking(self.write_chunk, chunk_id, data)
+        self.queued += len(data)
+        try:
+            if self.throttle is not None:
+                await self.throttle.acquire(len(data))
+            return await run_blocking(self.write_chunk, chunk_id, data)
+        finally:
+            self.queued -= len(data)
 
     async def read(self, chunk_id: str, size: int, crc: int) -> bytes:
         """A verified chunk, within the provider's bandwidth cap."""
