@@ -100,26 +100,29 @@ def build_app(components: Components) -> S3Dispatcher:
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
 
+    def elastic(request: Request) -> ElasticBackend | JSONResponse:
+        """The store with providers, or the error response (unsigned, no such store)."""
+        if (error := denied(request)) is not None:
+            return error
+        if not isinstance(components.store, ElasticBackend):
+            return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
+                                 "providers (use blobseer_like)."}, status_code=501)
+        return components.store
+
     @app.get("/_squall/providers")
     async def list_providers(request: Request) -> JSONResponse:
         """The store's providers (signed like an S3 request)."""
-        if (error := denied(request)) is not None:
-            return error
-        store = components.store
-        if not isinstance(store, ElasticBackend):
-            return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
-                                 "providers to list."}, status_code=501)
+        store = elastic(request)
+        if isinstance(store, JSONResponse):
+            return store
         return JSONResponse({"providers": [asdict(p) for p in store.providers()]})
 
     @app.post("/_squall/providers")
     async def add_provider(request: Request, path: str, standby: bool = False) -> JSONResponse:
         """Add a provider directory to the running store (signed like an S3 request)."""
-        if (error := denied(request)) is not None:
-            return error
-        store = components.store
-        if not isinstance(store, ElasticBackend):
-            return JSONResponse({"error": "NotImplemented", "message": "The backend cannot "
-                                 "add providers."}, status_code=501)
+        store = elastic(request)
+        if isinstance(store, JSONResponse):
+            return store
         try:
             info = await store.add_provider(path, standby=standby)
         except ValueError as exc:

@@ -201,3 +201,8 @@ def test_behind_the_cache_tier(tmp_path: Path) -> None:
         assert s3.get_object(Bucket="cached", Key="k")["Body"].read() == data
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_providers_of_a_posix_gateway(squall: SquallProcess) -> None:
+    listed = squall_cli("providers", "list", "--endpoint", squall.endpoint)
+    assert listed.returncode == 1 and "501 NotImplemented" in listed.stderr
