@@ -12,6 +12,7 @@ from backends.blobseer_like import format as fmt
 from backends.blobseer_like.backend import BlobseerBackend
 from backends.blobseer_like.config import parse_config
 from backends.blobseer_like.gc import GcReport
+from backends.blobseer_like.index import RecordEntry
 from backends.blobseer_like.rebuild import RebuildReport, rebuild_index
 from backends.blobseer_like.store import Store
 from backends.blocking import run_blocking
@@ -74,7 +75,8 @@ def _check_chunks(store: Store, owner: str, chunks: tuple[fmt.ChunkRef, ...],
 
 def check(store: Store, *, verify_data: bool) -> FsckReport:
     """Blocking: every chunk every version and part refers to exists with the right size
-    (and checksum, with ``verify_data``); every record has all its replicas."""
+    (and checksum, with ``verify_data``); the record deciding each key has all its
+    replicas (superseded ones are garbage, possibly half removed)."""
     report = FsckReport()
     index = store.index
     for version in index.iter_versions():
@@ -85,7 +87,10 @@ def check(store: Store, *, verify_data: bool) -> FsckReport:
         report.parts += 1
         _check_chunks(store, f"upload {part.upload_id} part {part.part_number}", part.chunks,
                       verify_data, report)
-    for entry in index.records():
+    latest: dict[tuple[str, str], RecordEntry] = {}
+    for entry in index.records():  # by key, ascending seq: the last one decides the key
+        latest[(entry.bucket, entry.key)] = entry
+    for entry in latest.values():
         for provider_id in entry.replicas:
             provider = store.pool.by_id.get(provider_id)
             if provider is None or not provider.record_path(entry.record).exists():

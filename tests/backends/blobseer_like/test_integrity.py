@@ -85,3 +85,14 @@ async def test_fsck_finds_damage(store: BlobseerBackend) -> None:
     full = check(store.store, verify_data=True)
     assert len(full.missing) == 1 and len(full.corrupted) == 1
     assert "a: chunk" in full.corrupted[0] and "b: chunk" in full.missing[0]
+
+
+async def test_fsck_finds_a_lost_record_copy(store: BlobseerBackend) -> None:
+    await put(store, "k", b"v1")
+    await put(store, "k", b"v2")  # v1's record is superseded: its copies do not matter
+    version = store.store.index.current("bkt", "k")
+    assert version is not None and len(version.replicas) == 2
+    provider = store.store.pool.get(version.replicas[0])
+    provider.record_path(version.record).unlink()
+    report = check(store.store, verify_data=False)
+    assert len(report.under_replicated) == 1 and "bkt/k" in report.under_replicated[0]
