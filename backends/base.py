@@ -253,3 +253,59 @@ class CopyingBackend(Protocol):
                           src_etag: str | None = None) -> ObjectInfo:
         """Copy the current source; PreconditionFailed if ``src_etag`` no longer matches."""
 
+
+
+@runtime_checkable
+class RangedWriteBackend(Protocol):
+    """Writes into an object at a byte offset (appends), each making a new version."""
+
+    async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
+                       meta: ObjectMeta | None = None, if_match: str | None = None,
+                       append_only: bool = False) -> ObjectInfo:
+        """Write ``body`` at ``offset`` of the current object; bytes after the written
+        range stay. ``offset`` equal to the size appends (0 on a missing key creates the
+        object); an offset below the size overwrites in place, unless ``append_only``
+        (S3's ``x-amz-write-offset-bytes``). InvalidWriteOffset for an offset the object
+        does not allow, also when another write changed the object meanwhile.
+        ``meta`` None keeps the object's metadata. ``if_match`` is checked atomically
+        with the commit.
+        """
+
+
+@runtime_checkable
+class PartCopyingBackend(Protocol):
+    """UploadPartCopy without streaming the bytes through the caller."""
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None = None,
+                               src_etag: str | None = None) -> PartInfo:
+        """Make (a range of) the current source a part; PreconditionFailed if ``src_etag``
+        no longer matches, InvalidRange, NoSuchUpload, NoSuchKey."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """One storage provider (a directory on its own disk or mount) of a striped store."""
+
+    id: str
+    path: str
+    state: str  # "active" (new data is striped over it) or "standby"
+    bandwidth_bytes_per_s: float | None = None
+
+
+@runtime_checkable
+class ElasticBackend(Protocol):
+    """A store whose providers can be listed and added while it runs."""
+
+    def providers(self) -> list[ProviderInfo]: ...
+
+    async def add_provider(self, path: str, *, standby: bool = False) -> ProviderInfo:
+        """Format ``path`` (empty or missing) as a provider; new chunks stripe over it at
+        once unless ``standby``. ValueError (with the reason) for an unusable path."""
+
+    def register_metrics(self, registry: object) -> None:
+        """Export the store's metrics on a ``prometheus_client.CollectorRegistry``."""
+
+    def status(self) -> dict[str, object]:
+        """What ``/_squall/status`` reports about the store."""

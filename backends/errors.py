@@ -150,3 +150,11 @@ class BackendError(StorageError):
 
 class NotImplementedByBackend(StorageError):
     """A capability the request needs is not provided by the configured backend."""
+
+
+class InvalidWriteOffset(StorageError):
+    """The write offset value that you specified does not match the current object size."""
+
+    def __init__(self, message: str = "", *, size: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size

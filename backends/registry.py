@@ -23,6 +23,7 @@ class BackendOptions:
 FACTORIES = {
     "posix": "backends.posix.factory:create",
     "s3": "backends.s3.factory:create",
+    "blobseer_like": "backends.blobseer_like.factory:create",
 }
 
 

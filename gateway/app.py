@@ -7,12 +7,14 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from backends.base import ElasticBackend
 from backends.errors import StorageError
 from gateway.cache.tier import CacheTier
 from gateway.components import Components
@@ -78,8 +80,8 @@ def build_app(components: Components) -> S3Dispatcher:
     endpoint = S3Endpoint(components.service, secret_for=secret_for,
                           domain=components.settings.domain, metrics=components.metrics)
 
-    def refuse_unsigned(request: Request) -> JSONResponse | None:
-        """The error response for an admin request not signed like an S3 request."""
+    def denied(request: Request) -> JSONResponse | None:
+        """The error response for a request not signed with our credentials, else None."""
         try:
             endpoint.authenticate(request.scope)
         except StorageError as exc:
@@ -93,19 +95,47 @@ def build_app(components: Components) -> S3Dispatcher:
         """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
 
         Signed like an S3 request (SigV4, same credentials)."""
-        refused = refuse_unsigned(request)
-        if refused is not None:
-            return refused
+        if (error := denied(request)) is not None:
+            return error
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
+
+    def elastic(request: Request) -> ElasticBackend | JSONResponse:
+        """The store with providers, or the error response (unsigned, no such store)."""
+        if (error := denied(request)) is not None:
+            return error
+        if not isinstance(components.store, ElasticBackend):
+            return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
+                                 "providers (use blobseer_like)."}, status_code=501)
+        return components.store
+
+    @app.get("/_squall/providers")
+    async def list_providers(request: Request) -> JSONResponse:
+        """The store's providers (signed like an S3 request)."""
+        store = elastic(request)
+        if isinstance(store, JSONResponse):
+            return store
+        return JSONResponse({"providers": [asdict(p) for p in store.providers()]})
+
+    @app.post("/_squall/providers")
+    async def add_provider(request: Request, path: str, standby: bool = False) -> JSONResponse:
+        """Add a provider directory to the running store (signed like an S3 request)."""
+        store = elastic(request)
+        if isinstance(store, JSONResponse):
+            return store
+        try:
+            info = await store.add_provider(path, standby=standby)
+        except ValueError as exc:
+            return JSONResponse({"error": "InvalidArgument", "message": str(exc)},
+                                status_code=400)
+        return JSONResponse({"provider": asdict(info)})
 
     @app.post("/_squall/elastic/next-size")
     async def elastic_next_size(request: Request, size: int) -> JSONResponse:
         """Size the next elastic volume ``size`` bytes, once (``squall calibrate``).
         Signed like an S3 request."""
-        refused = refuse_unsigned(request)
-        if refused is not None:
-            return refused
+        if (error := denied(request)) is not None:
+            return error
         elastic = components.cache.elastic if components.cache is not None else None
         if elastic is None:
             return JSONResponse({"error": "InvalidRequest",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gateway import sync_cli
+from gateway import store_cli, sync_cli
 from gateway.cost import cli as cost_cli
 from gateway.fuse_mount import cli as fuse_cli
 
@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sync_cli.register(sub)
     fuse_cli.register(sub)
     cost_cli.register(sub)
+    store_cli.register(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -77,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fuse_cli.run(args)
     if args.command in cost_cli.COMMANDS:
         return cost_cli.run(args)
+    if args.command in store_cli.COMMANDS:
+        return store_cli.run(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

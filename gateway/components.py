@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import Backend
+from backends.base import Backend, ElasticBackend
 from backends.registry import BackendOptions, create_backend
 from gateway.cache.provisioner import LocalProvisioner
 from gateway.cache.settings import (
@@ -40,6 +40,7 @@ class Components:
     cache: CacheTier | None = None
     cost: CostMeter | None = None
     throttle: ThrottledBackend | None = None
+    store: Backend | None = None  # the persistent backend itself, below every wrapper
     started: float = field(default_factory=time.time)
     ready: bool = False
 
@@ -70,6 +71,8 @@ class Components:
                 "bandwidth_bytes_per_s": self.throttle.settings.bandwidth_bytes_per_s,
                 "iops": self.throttle.settings.iops,
             }
+        if isinstance(self.store, ElasticBackend):
+            status["store"] = self.store.status()
         if self.cache is not None:
             status.update(self.cache.status())
         if self.cost is not None:
@@ -124,6 +127,9 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     backend: Backend = create_backend(spec.kind, spec.args, BackendOptions(
         data_dir=settings.data_dir, durability=settings.durability,
         min_part_size=settings.min_part_size))
+    store = backend
+    if isinstance(store, ElasticBackend):
+        store.register_metrics(metrics.registry)
     throttle = None
     bandwidth = parse_rate(settings.backend_bandwidth) if settings.backend_bandwidth else None
     if bandwidth or settings.backend_iops:
@@ -153,4 +159,4 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     return Components(settings=settings, credentials=credentials, backend=backend,
                       service=ObjectService(backend), metrics=metrics, cache=cache,
-                      cost=cost, throttle=throttle)
+                      cost=cost, throttle=throttle, store=store)

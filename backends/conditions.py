@@ -1,0 +1,21 @@
+"""Write preconditions (If-Match / If-None-Match) as every backend checks them at commit."""
+
+from __future__ import annotations
+
+from backends.base import ObjectInfo
+from backends.errors import NoSuchKey, PreconditionFailed
+
+
+def check_write_conditions(bucket: str, key: str, current: ObjectInfo | None,
+                           if_match: str | None, if_none_match: str | None) -> None:
+    """PreconditionFailed (or NoSuchKey for If-Match on a missing key) unless they hold."""
+    if if_match is not None:
+        if current is None:
+            raise NoSuchKey(bucket, key)
+        wanted = if_match.strip().strip('"')
+        if wanted != "*" and wanted != current.etag:
+            raise PreconditionFailed(f"If-Match {if_match!r} does not match the current ETag.")
+    if if_none_match is not None and current is not None:
+        unwanted = if_none_match.strip().strip('"')
+        if unwanted in ("*", current.etag):
+            raise PreconditionFailed(f"If-None-Match {if_none_match!r}: the object exists.")
