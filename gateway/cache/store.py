@@ -211,11 +211,15 @@ class CacheStore:
             await asyncio.shield(run_blocking(self.index.write, batch.set_seq(self._seq),
                                               sync=self.sync))
             with self._lock:
-                for entry in victims:
+                for entry in victims:  # clean: dropping them is always safe
                     self._replace(entry.bk, None)
-                del self.volumes[vol.id]
             for entry in victims:
                 self.invalidate_fills(entry.bk)
+            # A write may have started on the volume during the index write (when no
+            # other volume takes writes): then it stays. No await from here to the end.
+            if not self.volume_idle(vol):
+                return False
+            del self.volumes[vol.id]
         finally:
             for entry in locked:
                 self.keys.release(entry.bk)

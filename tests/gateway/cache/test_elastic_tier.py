@@ -138,3 +138,20 @@ async def test_too_small_volume_counts_forced_bytes_and_grows(env: Env) -> None:
     assert tier.status()["elastic"]["next_size_bytes"] > 64 * KiB
     for i in range(4):
         assert await read_all(await tier.get_object(BUCKET, f"k{i}")) == payload(40_000, i)
+
+
+async def test_a_volume_with_dirty_or_pinned_data_is_never_removed(env: Env) -> None:
+    tier = await env.tier(cache_settings(env.base))  # one static volume
+    store = tier.store
+    (vol,) = store.volumes.values()
+    env.break_bucket()
+    await tier.put_object(BUCKET, "d", body(b"dirty"), meta=META)
+    assert not store.volume_idle(vol) and not await store.remove_volume(vol)
+    env.repair_bucket()
+    await tier.wait_flushed()
+    stream = await tier.get_object(BUCKET, "d")  # a reader pins the clean file
+    assert not await store.remove_volume(vol)
+    assert await read_all(stream) == b"dirty"
+    assert await store.remove_volume(vol)  # clean, unpinned: its records are dropped
+    assert store.get(BUCKET, "d") is None and not store.volumes
+    assert await read_all(await tier.get_object(BUCKET, "d")) == b"dirty"  # the backend's
