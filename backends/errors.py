@@ -152,6 +152,10 @@ class NotImplementedByBackend(StorageError):
     """A capability the request needs is not provided by the configured backend."""
 
 
+class InvalidRequestForObject(StorageError):
+    """The request is not valid for this object (S3's InvalidRequest)."""
+
+
 class InvalidWriteOffset(StorageError):
     """The write offset value that you specified does not match the current object size."""
 

@@ -21,6 +21,7 @@ from backends.base import (
     ObjectMeta,
     ObjectStream,
     PartInfo,
+    RangedWriteBackend,
     RangeRequest,
     UploadInfo,
 )
@@ -28,6 +29,8 @@ from backends.errors import (
     BucketNotEmpty,
     InvalidBucketName,
     InvalidKey,
+    InvalidRequestForObject,
+    NoSuchKey,
     NotImplementedByBackend,
     StorageError,
 )
@@ -161,6 +164,32 @@ class ObjectService:
                                                   content_md5=content_md5, if_match=if_match,
                                                   if_none_match=if_none_match)
         return await self._versions.write(bucket, key, meta, writer)
+
+    async def append_object(self, bucket: str, key: str, offset: int,
+                            body: AsyncIterator[bytes], *, meta: ObjectMeta,
+                            if_match: str | None = None) -> ObjectInfo:
+        """Write ``body`` at ``offset``, which must be the object's size (S3's
+        ``x-amz-write-offset-bytes``; 0 creates the object)."""
+        check_key(key)
+        if not isinstance(self._backend, RangedWriteBackend):
+            raise NotImplementedByBackend("Appends need a backend with ranged writes "
+                                          "(blobseer_like without a cache tier).")
+        if await self._versions.status(bucket) is not VersioningStatus.UNVERSIONED:
+            raise NotImplementedByBackend("Appends are not supported in buckets with "
+                                          "versioning.")
+        try:
+            await self._backend.head_object(bucket, key)
+            exists = True
+        except NoSuchKey:
+            exists = False
+        if exists and meta.user:
+            raise InvalidRequestForObject("Cannot specify both a write offset value and "
+                                          "user-defined object metadata for existing "
+                                          "objects.")
+        info = await self._backend.write_at(bucket, key, offset, body,
+                                            meta=None if exists else unstamped(meta),
+                                            if_match=if_match, append_only=True)
+        return self._versions.view(info, None)
 
     async def get_object(self, bucket: str, key: str, *, byte_range: RangeRequest | None,
                          conditions: Conditions = NO_CONDITIONS,

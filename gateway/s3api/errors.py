@@ -173,6 +173,8 @@ class MalformedTrailerError(ProtocolError):
 
 _TABLE.update({
     se.NoSuchVersion: S3ErrorSpec("NoSuchVersion", 404),
+    se.InvalidWriteOffset: S3ErrorSpec("InvalidWriteOffset", 400),
+    se.InvalidRequestForObject: S3ErrorSpec("InvalidRequest", 400),
     se.InvalidVersionId: S3ErrorSpec("InvalidArgument", 400),
     VersionIsDeleteMarker: S3ErrorSpec("MethodNotAllowed", 405),
     SourceIsDeleteMarker: S3ErrorSpec("InvalidRequest", 400),

@@ -59,6 +59,19 @@ async def put_object(req: S3Request) -> Response:
             req.headers and "chunked" not in req.headers.get("transfer-encoding", ""):
         raise MissingContentLength()
     if_match = req.headers.get("if-match")
+    offset = req.headers.get("x-amz-write-offset-bytes")
+    if offset is not None:
+        if not offset.isdigit():
+            raise InvalidArgument("x-amz-write-offset-bytes must be a non-negative integer.")
+        length = req.headers.get("x-amz-decoded-content-length",
+                                 req.headers.get("content-length"))
+        if length == "0":
+            raise InvalidRequest("Request body cannot be empty when 'write offset' is "
+                                 "specified.")
+        info = await req.service.append_object(
+            req.bucket, req.key, int(offset), req.body(), meta=h.object_meta(req.headers),
+            if_match=if_match.strip('"') if if_match else None)
+        return empty_response(200, write_headers(info))
     info = await req.service.put_object(
         req.bucket, req.key, req.body(), meta=h.object_meta(req.headers),
         content_md5=h.content_md5(req.headers),
