@@ -26,6 +26,10 @@ def key_of(path: str) -> str:
     return path.strip("/")
 
 
+def path_of(key: str) -> str:
+    return f"/{key}"
+
+
 def dir_prefix(path: str) -> str:
     key = key_of(path)
     return f"{key}/" if key else ""

@@ -31,6 +31,7 @@ class MountSettings:
     staging_dir: Path | None = None
     threads: int = 8
     max_attempts: int = 5
+    writeback_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.block_size < MIN_BLOCK_SIZE:

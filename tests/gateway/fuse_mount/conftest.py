@@ -26,8 +26,10 @@ def _fuse_missing() -> str | None:
     if shutil.which("fusermount3") is None:
         return "fusermount3 is not installed (Debian package fuse3)"
     try:
-        import mfusepy  # noqa: F401 - loads libfuse3
-    except (ImportError, OSError) as exc:
+        from gateway.fuse_mount.binding import require_libfuse3
+
+        require_libfuse3()
+    except (ImportError, OSError, RuntimeError) as exc:
         return f"mfusepy/libfuse3 unavailable: {exc}"
     return None
 

@@ -23,7 +23,7 @@ def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 
 def ok(*argv: str | Path, cwd: Path | None = None) -> str:
     result = run(*argv, cwd=cwd)
-    assert result.returncode == 0, (argv, result.stderr)
+    assert result.returncode == 0, (argv, result.stderr, result.stdout)
     return result.stdout
 
 
