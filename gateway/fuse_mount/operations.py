@@ -23,6 +23,7 @@ from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
 from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.handles import Handle, OpenFiles
+from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import ReadAhead
@@ -61,7 +62,8 @@ class BucketOperations(mfusepy.Operations):
                  on_ready: Callable[[], None] | None = None) -> None:
         self._store = store
         self._settings = settings
-        self._ns = Namespace(store, AttrCache(settings.attr_timeout))
+        self._ns = Namespace(store, AttrCache(settings.attr_timeout),
+                             Listings(settings.attr_timeout))
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mounted_at = float(int(time.time()))
@@ -167,13 +169,12 @@ class BucketOperations(mfusepy.Operations):
     @fuse_op
     def unlink(self, path: str) -> int:
         f = self._files.get(key_of(path))
-        if f is not None:
-            f.detach()  # its handles keep working on a local copy; nothing stored at close
-            self._files.detach(key_of(path))
-            self._ns.cache.invalidate(path)
-            if self._ns.lookup(path) is None:
-                return 0
-        self._ns.unlink(path)
+        if f is None:
+            self._ns.unlink(path)
+            return 0
+        f.detach()  # its handles keep working on a local copy; nothing stored at close
+        self._files.detach(key_of(path))
+        self._ns.delete(path)  # if it was stored already
         return 0
 
     @fuse_op
@@ -215,7 +216,7 @@ class BucketOperations(mfusepy.Operations):
     def create(self, path: str, mode: int, flags: int) -> int:
         new = self._new_file(path, truncate=True, metadata=metadata_for(mode=mode))
         fh, _ = self._attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
-        self._ns.cache.invalidate(path)
+        self._ns.created(path)
         return fh
 
     @fuse_op

@@ -51,6 +51,7 @@ class ListPage:
 
     objects: tuple[ObjectMeta, ...]
     prefixes: tuple[str, ...]
+    truncated: bool = False
 
 
 class ObjectStore:
@@ -140,7 +141,8 @@ class ObjectStore:
             yield ListPage(
                 tuple(ObjectMeta(o["Key"], int(o["Size"]), o.get("ETag", ""),
                                  o["LastModified"].timestamp()) for o in r.get("Contents", [])),
-                tuple(p["Prefix"] for p in r.get("CommonPrefixes", [])))
+                tuple(p["Prefix"] for p in r.get("CommonPrefixes", [])),
+                bool(r.get("IsTruncated")))
             token = r.get("NextContinuationToken")
             if not r.get("IsTruncated") or not token or max_keys < 1000:
                 return

@@ -267,3 +267,19 @@ def test_chmod_is_stored(mounted: MountProcess, s3) -> None:
 def test_statfs(mounted: MountProcess) -> None:
     st = os.statvfs(mounted.path)
     assert st.f_bavail > 0 and st.f_namemax == 1024
+
+
+def test_creates_in_a_new_directory_and_names_created_elsewhere(mounted: MountProcess,
+                                                                 s3) -> None:
+    new = mounted.path / "fresh"
+    new.mkdir()  # made here: lookups of missing names in it need no request
+    for i in range(50):
+        (new / f"f{i:02d}").write_bytes(b"%d" % i)
+    assert sorted(os.listdir(new)) == [f"f{i:02d}" for i in range(50)]
+    assert sorted(keys(s3, mounted.bucket, "fresh/")) == \
+        ["fresh/"] + [f"fresh/f{i:02d}" for i in range(50)]
+    # A directory that was not made here: what other clients create shows at once.
+    s3.put_object(Bucket=mounted.bucket, Key="shared-dir/a", Body=b"a")
+    (mounted.path / "shared-dir" / "b").write_bytes(b"b")
+    s3.put_object(Bucket=mounted.bucket, Key="shared-dir/c", Body=b"c")
+    assert (mounted.path / "shared-dir" / "c").read_bytes() == b"c"
