@@ -47,9 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--attr-timeout", type=float, default=1.0,
                    help="seconds attributes of files not open here are cached (default 1)")
     p.add_argument("--region", default="us-east-1", help="signing region (default us-east-1)")
-    p.add_argument("--max-inflight", type=int, default=2,
+    p.add_argument("--max-inflight", type=int, default=4,
                    help="parts of one open file uploading at once (memory: about "
-                        "(N+1) x block size per file being written; default 2)")
+                        "(N+1) x block size per file being written; default 4)")
     p.add_argument("--max-attempts", type=int, default=5,
                    help="tries of each S3 request, with backoff, before the file operation "
                         "fails (EIO; ENOSPC while the gateway answers 503 SlowDown; default 5)")

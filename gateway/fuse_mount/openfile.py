@@ -53,7 +53,7 @@ class State(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class WriteConfig:
     block_size: int
-    max_inflight: int = 2
+    max_inflight: int = 4
     staging_dir: Path | None = None
 
 

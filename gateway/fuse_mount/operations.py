@@ -23,6 +23,7 @@ from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
 from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.handles import Handle, OpenFiles
+from gateway.fuse_mount.kernel import set_read_ahead
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
@@ -35,6 +36,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16  # libfuse 3 fuse_common.h
+KERNEL_READ_AHEAD_KIB = 1024  # the largest FUSE read request
 
 
 def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
@@ -74,6 +76,9 @@ class BucketOperations(mfusepy.Operations):
         self._files = OpenFiles()
         self.destroyed = False
         self.unsaved: list[str] = []
+        # The kernel sets the read-ahead window when it gets the reply to init: it is
+        # widened at the first request after that.
+        self._tune_read_ahead = settings.readahead > 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def init_with_config(self, conn: Any, config: Any) -> None:
@@ -100,6 +105,9 @@ class BucketOperations(mfusepy.Operations):
     # -- attributes ------------------------------------------------------------------------
     @fuse_op
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
+        if self._tune_read_ahead:
+            self._tune_read_ahead = False
+            set_read_ahead(self._settings.mountpoint, KERNEL_READ_AHEAD_KIB)
         f = self._open_file(path, fh)
         attr = self._attr_of_open(f) if f is not None else self._ns.require(_named(path))
         return self._stat(attr)
