@@ -6,12 +6,15 @@ leaves this module.
 
 from __future__ import annotations
 
+import email.utils
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.utils import parse_timestamp
 
 from backends.checksums import new_hasher
 from gateway.fuse_mount.errors import translate
@@ -61,7 +64,10 @@ class ObjectStore:
                  region: str = "us-east-1", max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32) -> None:
         self.bucket = bucket
-        self._client: Any = boto3.session.Session().client(
+        session = boto3.session.Session()
+        session._session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=_timestamp)
+        self._client: Any = session.client(
             "s3", endpoint_url=endpoint, region_name=region,
             aws_access_key_id=credentials.access_key,
             aws_secret_access_key=credentials.secret_key,
@@ -192,3 +198,18 @@ def _crc32c(data: Body) -> str:
     hasher = new_hasher("CRC32C")
     hasher.update(data)  # type: ignore[arg-type]  # awscrt takes any buffer
     return hasher.b64digest()
+
+
+def _timestamp(value: str) -> datetime:
+    """Timestamps of responses: ISO 8601 (listings) and RFC 1123 (headers) parsed by the
+    standard library. botocore's default parser (dateutil, about 130 us per value) was
+    the largest cost of a listing."""
+    try:
+        parsed = datetime.fromisoformat(value)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except ValueError:
+        pass
+    try:
+        return email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return parse_timestamp(value)
