@@ -309,8 +309,11 @@ class BucketOperations(mfusepy.Operations):
     # -- helpers ---------------------------------------------------------------------------
     def _new_file(self, path: str, *, truncate: bool,
                   metadata: dict[str, str] | None = None) -> OpenFile:
-        """A file for ``path``: empty if ``truncate``, else the object's newest version."""
+        """A file for ``path``: empty if ``truncate`` (keeping the mode and owner of the
+        object it replaces, as a local file system does), else the object's newest version."""
         existing = None if truncate else self._ns.head(path)
+        if truncate and metadata is None and (attr := self._ns.lookup(path)) is not None:
+            metadata = metadata_for(mode=attr.mode, uid=attr.uid, gid=attr.gid)
         return OpenFile(self._store, key_of(path), config=self._write_cfg, pool=self._uploads,
                         existing=existing, truncate=truncate, metadata=metadata)
 

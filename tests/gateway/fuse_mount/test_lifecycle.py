@@ -184,11 +184,13 @@ def test_failed_upload_is_eio_never_silent(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(180)
 def test_sustained_slowdown_is_enospc_and_keeps_the_previous_version(tmp_path: Path) -> None:
-    """A key whose earlier version the gateway cannot flush (a backend throttled to 16 KiB/s)
-    is refused with 503 SlowDown once the gateway's backpressure wait runs out: close()
-    returns ENOSPC (one attempt here, --max-attempts 1), the failure is logged with the S3
-    request id, and the version already stored stays."""
-    server = SquallProcess(tmp_path / "data", ["--backend-bandwidth", "16KiB/s"]).start()
+    """A new version too big for the gateway's cache (2 MiB) goes straight to the backend
+    once the earlier version, still in the cache, is flushed; with the backend throttled
+    to 16 KiB/s that does not happen before the gateway's backpressure wait runs out, and
+    it answers 503 SlowDown: close() returns ENOSPC (one attempt here, --max-attempts 1),
+    the failure is logged with the S3 request id, and the version already stored stays."""
+    server = SquallProcess(tmp_path / "data", ["--backend-bandwidth", "16KiB/s",
+                                               "--cache-size", "2MiB"]).start()
     mount = None
     try:
         from tests.conftest import make_client
@@ -200,7 +202,7 @@ def test_sustained_slowdown_is_enospc_and_keeps_the_previous_version(tmp_path: P
         mount = MountProcess(server.endpoint, "throttled", tmp_path / "mnt",
                              ["--max-attempts", "1"]).start()
         fd = os.open(mount.path / "busy.bin", os.O_WRONLY | os.O_TRUNC)
-        os.write(fd, b"new content")
+        os.write(fd, os.urandom(3 * MiB))
         with pytest.raises(OSError) as info:
             os.close(fd)
         assert info.value.errno == errno.ENOSPC

@@ -283,3 +283,13 @@ def test_creates_in_a_new_directory_and_names_created_elsewhere(mounted: MountPr
     (mounted.path / "shared-dir" / "b").write_bytes(b"b")
     s3.put_object(Bucket=mounted.bucket, Key="shared-dir/c", Body=b"c")
     assert (mounted.path / "shared-dir" / "c").read_bytes() == b"c"
+
+
+def test_overwriting_keeps_mode(mounted: MountProcess, s3) -> None:
+    path = mounted.path / "keep-mode.sh"
+    path.write_text("one")
+    os.chmod(path, 0o750)
+    path.write_text("two")  # O_TRUNC
+    assert oct(path.stat().st_mode & 0o777) == "0o750"
+    assert s3.head_object(Bucket=mounted.bucket, Key="keep-mode.sh")["Metadata"]["mode"] == "750"
+    assert s3_bytes(s3, mounted.bucket, "keep-mode.sh") == b"two"
