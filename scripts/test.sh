@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(fuse3 rsync fio openmpi-bin libopenmpi-dev s3fs)
+APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

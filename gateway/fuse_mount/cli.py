@@ -47,12 +47,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--attr-timeout", type=float, default=1.0,
                    help="seconds attributes of files not open here are cached (default 1)")
     p.add_argument("--region", default="us-east-1", help="signing region (default us-east-1)")
-    p.add_argument("--max-inflight", type=int, default=2,
+    p.add_argument("--max-inflight", type=int, default=4,
                    help="parts of one open file uploading at once (memory: about "
-                        "(N+1) x block size per file being written; default 2)")
+                        "(N+1) x block size per file being written; default 4)")
     p.add_argument("--max-attempts", type=int, default=5,
                    help="tries of each S3 request, with backoff, before the file operation "
                         "fails (EIO; ENOSPC while the gateway answers 503 SlowDown; default 5)")
+    p.add_argument("--writeback-cache", action="store_true",
+                   help="let the kernel gather small writes into large ones (much faster "
+                        "small writes; only for files no other client changes while this "
+                        "mount caches them, see docs/fuse-mount.md)")
     p.add_argument("--staging-dir", type=Path,
                    help="directory for staging files of randomly written files (default $TMPDIR)")
     p.add_argument("--log-file", type=Path, help="append logs here (default: stderr)")
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             block_size=parse_size(args.block_size), readahead=parse_size(args.readahead),
             attr_timeout=args.attr_timeout, region=args.region,
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
-            max_attempts=args.max_attempts)
+            max_attempts=args.max_attempts, writeback_cache=args.writeback_cache)
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
     except (SettingsError, ValueError) as exc:
@@ -118,11 +122,14 @@ def _spawn_background(args: argparse.Namespace) -> int:
             "--log-level", args.log_level, "--ready-fd", str(write_fd)]
     if args.staging_dir:
         argv += ["--staging-dir", str(args.staging_dir.absolute())]
+    if args.writeback_cache:
+        argv.append("--writeback-cache")
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
     with open(os.devnull, "r+b") as null:
         child = subprocess.Popen(argv, stdin=null, stdout=null, stderr=null,
-                                 pass_fds=(write_fd,), start_new_session=True, cwd="/")
+                                 pass_fds=(write_fd,), start_new_session=True, cwd="/",
+                                 env=_child_env())
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
         message = pipe.read().decode(errors="replace").strip()
@@ -134,6 +141,14 @@ def _spawn_background(args: argparse.Namespace) -> int:
     print(f"squall mount: {message or f'mount process exited with {child.returncode}'}",
           file=sys.stderr)
     return 2
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with this process's code first on the import path: the detached
+    process (started in ``/``) runs the same Squall as this one."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
 
 
 def _report_ready(args: argparse.Namespace) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-import mfusepy
-
+from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.settings import MountSettings
 from gateway.fuse_mount.store import ObjectStore
@@ -20,11 +20,17 @@ class UnsavedFiles(RuntimeError):
 
 
 class _FUSE(mfusepy.FUSE):
-    """mfusepy's FUSE, passing renameat2 flags on (it drops them) so that they are honoured."""
+    """mfusepy's FUSE, passing on what it drops for libfuse 3: renameat2 flags (so that
+    they are honoured) and the handle of ftruncate (whose path is None with nullpath_ok)."""
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return int(self.operations.rename(old.decode(self.encoding, self.errors),
                                           new.decode(self.encoding, self.errors), flags))
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        fh = fip.contents.fh if fip else None
+        name = None if path is None else path.decode(self.encoding, self.errors)
+        return int(self.operations.truncate(name, length, fh))
 
 
 def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> ObjectStore:
@@ -39,6 +45,10 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
     libfuse handles SIGTERM, SIGINT and SIGHUP: the request loop stops, the kernel mount
     is detached, then ``destroy`` completes the uploads of files still open.
     """
+    try:
+        require_libfuse3()
+    except BindingUnavailable as exc:
+        raise MountFailed(str(exc)) from exc
     operations = BucketOperations(build_store(settings), settings, on_ready=on_ready)
     timeout = settings.attr_timeout
     try:

@@ -2,7 +2,9 @@
 
 A file ``/a/b`` is the object ``a/b``; a directory ``/a`` exists when an object ``a/``
 (its marker, written by mkdir) or any key under ``a/`` exists. Nothing here knows about
-open files: :mod:`gateway.fuse_mount.operations` handles those first.
+open files: :mod:`gateway.fuse_mount.operations` handles those first. Attributes are
+cached for the TTL (:class:`AttrCache`), and so are complete listings of directories
+made here (:class:`Listings`), which answer lookups of missing names without a request.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections.abc import Iterator
 
 from backends.errors import NoSuchKey
 from gateway.fuse_mount.attrs import Attr, AttrCache
-from gateway.fuse_mount.store import ObjectMeta, ObjectStore
+from gateway.fuse_mount.listings import Listings
+from gateway.fuse_mount.store import ListPage, ObjectMeta, ObjectStore
 
 
 class PathError(OSError):
@@ -26,6 +29,10 @@ def key_of(path: str) -> str:
     return path.strip("/")
 
 
+def path_of(key: str) -> str:
+    return f"/{key}"
+
+
 def dir_prefix(path: str) -> str:
     key = key_of(path)
     return f"{key}/" if key else ""
@@ -35,12 +42,19 @@ def join(path: str, name: str) -> str:
     return f"{path.rstrip('/')}/{name}"
 
 
+def split(path: str) -> tuple[str, str]:
+    """``/a/b/c`` -> (``/a/b``, ``c``); ``/c`` -> (``/``, ``c``)."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return parent or "/", name
+
+
 class Namespace:
     """Namespace operations on one bucket, with an attribute cache in front of lookups."""
 
-    def __init__(self, store: ObjectStore, cache: AttrCache) -> None:
+    def __init__(self, store: ObjectStore, cache: AttrCache, listings: Listings) -> None:
         self._store = store
         self.cache = cache
+        self.listings = listings
 
     def lookup(self, path: str) -> Attr | None:
         """Attributes of ``path`` (None: it does not exist); cached for the TTL."""
@@ -49,10 +63,17 @@ class Namespace:
         hit, attr = self.cache.get(path)
         if hit:
             return attr
-        try:
-            attr = Attr.of_object(self._store.head(key_of(path)))
-        except NoSuchKey:
-            attr = Attr(True) if self._any_under(dir_prefix(path)) else None
+        parent, name = split(path)
+        names = self.listings.names(parent)
+        if names is None and self.listings.wanted(parent):
+            names = self._list_page(parent)
+        if names is not None and names.get(name) is not False:  # missing, or a directory
+            attr = Attr(True) if names.get(name) else None
+        else:
+            try:
+                attr = Attr.of_object(self._store.head(key_of(path)))
+            except NoSuchKey:
+                attr = Attr(True) if self._any_under(dir_prefix(path)) else None
         self.cache.put(path, attr)
         return attr
 
@@ -69,25 +90,37 @@ class Namespace:
         return meta
 
     def listdir(self, path: str) -> Iterator[tuple[str, Attr]]:
-        """Entries of a directory from delimited listings (caches the subdirectories)."""
+        """Entries of a directory from delimited listings (caches the subdirectories, and
+        the complete listing once every page was read)."""
         prefix = dir_prefix(path)
-        seen: set[str] = set()
+        names: dict[str, bool] = {}
         for page in self._store.list_dir(prefix):
-            entries = [(o.key[len(prefix):], Attr(False, o.size, o.mtime)) for o in page.objects]
-            entries += [(p[len(prefix):].rstrip("/"), Attr(True)) for p in page.prefixes]
-            for name, attr in entries:
-                if not name or "/" in name or name in seen:
-                    continue  # the directory's own marker, or keys no path can name
-                seen.add(name)
+            for name, attr in _entries(page, prefix):
+                if name in names:
+                    continue
+                names[name] = attr.is_dir
                 if attr.is_dir:  # listings carry no user metadata: files are looked up
                     self.cache.put(join(path, name), attr)
                 yield name, attr
+        self.listings.refresh(path, names)
+
+    def created(self, path: str, *, is_dir: bool = False) -> None:
+        """This mount created ``path`` (a file being written, or a directory)."""
+        self.cache.invalidate(path)
+        self.listings.added(*split(path), is_dir=is_dir)
+
+    def removed(self, path: str) -> None:
+        """This mount removed ``path``."""
+        self.cache.invalidate(path)
+        self.listings.removed(*split(path))
 
     def mkdir(self, path: str) -> None:
         if self.lookup(path) is not None:
             raise PathError(errno.EEXIST, path)
         self._store.put(dir_prefix(path), b"", {})
         self.cache.put(path, Attr(True))
+        self.listings.added(*split(path), is_dir=True)
+        self.listings.made(path)
 
     def rmdir(self, path: str) -> None:
         prefix = dir_prefix(path)
@@ -100,13 +133,18 @@ class Namespace:
         if not keys:
             raise PathError(errno.ENOENT, path)
         self._store.delete(prefix)
-        self.cache.invalidate(path)
+        self.removed(path)
+        self.listings.forget_tree(path)
 
     def unlink(self, path: str) -> None:
         if self.require(path).is_dir:
             raise PathError(errno.EISDIR, path)
+        self.delete(path)
+
+    def delete(self, path: str) -> None:
+        """DeleteObject of the file ``path`` (nothing happens if it does not exist)."""
         self._store.delete(key_of(path))
-        self.cache.invalidate(path)
+        self.removed(path)
 
     def rename_file(self, old: str, new: str) -> str:
         """CopyObject + DeleteObject; returns the new object's ETag."""
@@ -115,8 +153,8 @@ class Namespace:
             raise PathError(errno.EISDIR, new)
         etag = self._store.copy(key_of(old), key_of(new))
         self._store.delete(key_of(old))
-        self.cache.invalidate(old)
-        self.cache.invalidate(new)
+        self.removed(old)
+        self.created(new)
         return etag
 
     def rename_dir(self, old: str, new: str) -> int:
@@ -142,6 +180,10 @@ class Namespace:
             self._store.delete(key)
         self.cache.invalidate_tree(old)
         self.cache.invalidate_tree(new)
+        self.listings.forget_tree(old)
+        self.listings.forget_tree(new)
+        self.removed(old)
+        self.created(new, is_dir=True)
         return len(keys)
 
     def update_metadata(self, path: str, values: dict[str, str]) -> None:
@@ -150,7 +192,32 @@ class Namespace:
         self._store.copy(meta.key, meta.key, metadata={**meta.metadata, **values})
         self.cache.invalidate(path)
 
+    def _list_page(self, path: str) -> dict[str, bool] | None:
+        """One listing page of a directory: its complete entries if they fit in it."""
+        prefix = dir_prefix(path)
+        for page in self._store.list_dir(prefix):
+            names: dict[str, bool] = {}
+            for name, attr in _entries(page, prefix):
+                names.setdefault(name, attr.is_dir)
+            complete = None if page.truncated else names
+            self.listings.refresh(path, complete)
+            return complete
+        return None
+
     def _any_under(self, prefix: str) -> bool:
         for page in self._store.list_dir(prefix, delimiter="", max_keys=1):
             return bool(page.objects or page.prefixes)
         return False
+
+
+def _entries(page: ListPage, prefix: str) -> Iterator[tuple[str, Attr]]:
+    """The (name, attributes) of one listing page of the directory ``prefix``; a file
+    comes before a directory of the same name, which it hides."""
+    for o in page.objects:
+        name = o.key[len(prefix):]
+        if name and "/" not in name:  # not the directory's own marker
+            yield name, Attr(False, o.size, o.mtime)
+    for p in page.prefixes:
+        name = p[len(prefix):].rstrip("/")
+        if name and "/" not in name:
+            yield name, Attr(True)

@@ -1,14 +1,15 @@
-"""A file open for writing: the state machine that streams or stages its bytes.
+"""A file open in the mount (shared by all its handles): the state machine that streams or
+stages its bytes.
 
 States (changed only under ``lock``):
 
-* ``PRISTINE``  an existing object opened without O_TRUNC, unchanged so far; reads are
-  ranged GETs of that version.
+* ``PRISTINE``  an existing object opened without O_TRUNC, unchanged so far; its content
+  is that object version (``version``), read with ranged GETs.
 * ``STREAMING`` bytes ``[0, flushed)`` are already at the gateway (a server-side copy of
   the committed version, ``base``, and/or parts of an open multipart upload); bytes
-  ``[flushed, size)`` are in a memory buffer shorter than one block. Sequential writes
-  (and any write at or after ``flushed``) stay here: each full block becomes a part,
-  uploaded in the background with at most ``max_inflight`` parts in flight.
+  ``[flushed, size)`` are in a memory buffer. Writes at or after ``flushed`` stay here:
+  while the file grows, each full block becomes a part, uploaded in the background with at
+  most ``max_inflight`` parts in flight (a file rewritten in place keeps its buffer).
 * ``STAGED``    the whole file is in a local staging file (random writes before
   ``flushed``, reads of streamed data, truncation below ``flushed``, or writes into a
   big existing object); ``commit`` uploads it whole.
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backends.errors import StorageError
+from gateway.fuse_mount.attrs import Attr
 from gateway.fuse_mount.errors import UploadFailed
 from gateway.fuse_mount.store import ObjectMeta, ObjectStore
 from gateway.fuse_mount.upload import PartUploader
@@ -51,7 +53,7 @@ class State(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class WriteConfig:
     block_size: int
-    max_inflight: int = 2
+    max_inflight: int = 4
     staging_dir: Path | None = None
 
 
@@ -69,7 +71,8 @@ class OpenFile:
         keep = existing is not None and not truncate
         self.metadata: dict[str, str] = dict(existing.metadata) if keep and existing else {}
         self.metadata.update(metadata or {})
-        self.mtime = time.time()
+        # What stat shows: an unmodified object keeps its own time (tar compares them).
+        self.mtime = Attr.of_object(existing).mtime if keep and existing else time.time()
         self._existing = existing
         self._buf = bytearray()
         self._flushed = 0
@@ -78,14 +81,19 @@ class OpenFile:
         self._staging: int | None = None
         self._error: BaseException | None = None
         self.unlinked = False
-        self.handles = 0
+        self.released = False
+        #: The object version this file's whole content is, while unmodified here (else
+        #: None). One attribute, so that it can be read without the lock.
+        self.version: ObjectMeta | None = None
         if keep and existing is not None:
             self.state, self.size, self.dirty = State.PRISTINE, existing.size, False
+            self.version = existing
         else:
             self.state, self.size, self.dirty = State.STREAMING, 0, True
 
     # -- the calls of the FUSE operations ------------------------------------------------
     def write(self, offset: int, data: bytes) -> int:
+        """Write ``data`` at ``offset`` (any offset: appends, holes, rewrites)."""
         with self.lock, self._guard():
             if self.state is State.PRISTINE:
                 self._leave_pristine(append=offset == self.size)
@@ -95,9 +103,13 @@ class OpenFile:
                 if offset > self.size:
                     self._append_zeros(offset - self.size)
                 rel = offset - self._flushed
-                self._buf[rel:rel + len(data)] = data
-                self.size = max(self.size, offset + len(data))
-                self._drain()
+                if rel == len(self._buf):
+                    self._buf += data
+                else:
+                    self._buf[rel:rel + len(data)] = data
+                if offset + len(data) > self.size:  # the file grows: stream full blocks
+                    self.size = offset + len(data)
+                    self._drain()
             else:
                 assert self._staging is not None
                 os.pwrite(self._staging, data, offset)
@@ -107,6 +119,7 @@ class OpenFile:
             return len(data)
 
     def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` of the content as written here so far."""
         with self.lock:
             if self.state is State.FAILED:
                 raise UploadFailed(resource=self.key) from self._error
@@ -117,15 +130,18 @@ class OpenFile:
                 return self._store.get_range(self.key, offset, end,
                                              if_match=self._existing.etag)
             if self.state is State.STREAMING:
-                if offset >= self._flushed:
-                    return bytes(self._buf[offset - self._flushed:end - self._flushed])
-                if self._base is not None and end <= self._base[1]:
-                    return self._store.get_range(self.key, offset, end, if_match=self._base[0])
-            with self._guard():
-                if self.state is State.STREAMING:
-                    self._stage()
-                assert self._staging is not None
-                return os.pread(self._staging, end - offset, offset)
+                flushed = self._flushed
+                head = b""
+                if offset < flushed:  # only the committed prefix can be read back remotely
+                    if self._base is None or min(end, flushed) > self._base[1]:
+                        return self._read_staged(offset, end)
+                    head = self._store.get_range(self.key, offset, min(end, flushed),
+                                                 if_match=self._base[0])
+                    if end <= flushed:
+                        return head
+                with memoryview(self._buf) as view:
+                    return head + bytes(view[max(offset, flushed) - flushed:end - flushed])
+            return self._read_staged(offset, end)
 
     def truncate(self, length: int) -> None:
         with self.lock, self._guard():
@@ -149,6 +165,7 @@ class OpenFile:
             if self.state is State.STAGED:
                 assert self._staging is not None
                 os.ftruncate(self._staging, length)
+            self.version = None
             self.size = length
             self.dirty = True
             self.mtime = time.time()
@@ -164,11 +181,12 @@ class OpenFile:
     def commit(self) -> None:
         """Make everything written so far the object at the gateway (fsync, close)."""
         with self.lock, self._guard():
-            if self.unlinked or not self.dirty:
+            if self.unlinked or self.released or not self.dirty:
                 return
             if self.state is State.PRISTINE and self._existing is not None:
                 etag = self._store.copy(self.key, self.key, metadata=self.metadata)
                 self._existing = replace(self._existing, etag=etag)
+                self.version = self._existing
             elif self.state is State.STREAMING:
                 self._commit_streaming()
             elif self.state is State.STAGED:
@@ -186,6 +204,7 @@ class OpenFile:
                     self._uploader.abort()
                     self._uploader = None
                 self._close_staging()
+                self.released = True
 
     def rebind(self, key: str, etag: str) -> None:
         """The committed object was renamed to ``key`` (its copy has ``etag``)."""
@@ -195,6 +214,26 @@ class OpenFile:
                 self._base = (etag, self._base[1])
             if self._existing is not None:
                 self._existing = replace(self._existing, key=key, etag=etag)
+                if self.version is not None:
+                    self.version = self._existing
+
+    def detach(self) -> None:
+        """The name goes away (unlink, or replaced by a rename) while handles are open:
+        the content becomes local (so that they keep working when the object is deleted
+        or overwritten) and is never stored again."""
+        with self.lock:
+            if self.state is State.FAILED or self.released:
+                self.unlinked = True
+                return
+            with self._guard():
+                if self.state is State.PRISTINE:
+                    self._leave_pristine(append=False)
+                elif self.state is State.STREAMING and self._flushed:
+                    self._stage()
+                if self._uploader is not None:
+                    self._uploader.abort()
+                    self._uploader = None
+            self.unlinked = True
 
     # -- internals -----------------------------------------------------------------------
     @contextmanager
@@ -212,9 +251,18 @@ class OpenFile:
                 self._uploader = None
             raise
 
+    def _read_staged(self, offset: int, end: int) -> bytes:
+        """Bytes ``[offset, end)`` from the staging file (staging the file first)."""
+        with self._guard():
+            if self.state is State.STREAMING:
+                self._stage()
+            assert self._staging is not None
+            return os.pread(self._staging, end - offset, offset)
+
     def _leave_pristine(self, *, append: bool) -> None:
         meta = self._existing
         assert meta is not None
+        self.version = None
         if meta.size <= self._cfg.block_size:
             self._buf = bytearray(self._store.get_range(self.key, 0, meta.size,
                                                         if_match=meta.etag))
@@ -250,8 +298,11 @@ class OpenFile:
         while len(self._buf) >= block:
             if self._uploader is None:
                 self._uploader = self._new_uploader()
-            part = bytes(self._buf[:block])
-            del self._buf[:block]
+            if len(self._buf) == block:  # hand the buffer over, no copy
+                part, self._buf = self._buf, bytearray()
+            else:
+                part = self._buf[:block]
+                del self._buf[:block]
             self._flushed += block
             self._uploader.add(part)
         if self._uploader is not None:
@@ -266,11 +317,11 @@ class OpenFile:
 
     def _commit_streaming(self) -> str:
         if self._uploader is None and self._base is None:
-            return self._store.put(self.key, bytes(self._buf), self.metadata)
+            return self._store.put(self.key, self._buf, self.metadata)
         if self._uploader is None:
             self._uploader = self._new_uploader()
-        if self._buf:
-            self._uploader.add(bytes(self._buf))
+        if self._buf:  # complete() returns once it is sent: the buffer is not copied
+            self._uploader.add(self._buf)
         etag = self._uploader.complete()
         self._uploader = None
         # The buffered tail stays in memory; [0, flushed) is now a prefix of the object.
@@ -284,7 +335,7 @@ class OpenFile:
         else:
             etag = self._commit_streaming()
             fd = self._download(self._flushed, etag)
-        os.pwrite(fd, bytes(self._buf), self._flushed)
+        os.pwrite(fd, self._buf, self._flushed)
         self._buf = bytearray()
         self._base = None
         self._staging = fd

@@ -1,8 +1,9 @@
 """The FUSE operations (mfusepy's path-based API) of a mounted bucket.
 
 libfuse runs every call on one of its worker threads, so calls block on S3 requests
-without holding up the others. ``_lock`` guards only the tables of open files and
-handles and never covers I/O. Every error leaves through ``errno_for`` (the one table).
+without holding up the others. Open files live in :class:`OpenFiles` (one shared
+:class:`OpenFile` per path, found through the handle, never by path: a handle's name may
+have been unlinked or renamed). Every error leaves through ``errno_for`` (the one table).
 """
 
 from __future__ import annotations
@@ -11,18 +12,20 @@ import errno
 import functools
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
-import mfusepy
-
+from backends.errors import PreconditionFailed
 from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
+from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import errno_for
-from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of
+from gateway.fuse_mount.handles import Handle, OpenFiles
+from gateway.fuse_mount.kernel import set_read_ahead
+from gateway.fuse_mount.listings import Listings
+from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import ReadAhead
 from gateway.fuse_mount.settings import MountSettings
@@ -30,8 +33,10 @@ from gateway.fuse_mount.store import ObjectStore
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
-RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
 R = TypeVar("R")
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
+FUSE_CAP_WRITEBACK_CACHE = 1 << 16  # libfuse 3 fuse_common.h
+KERNEL_READ_AHEAD_KIB = 1024  # the largest FUSE read request
 
 
 def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
@@ -50,12 +55,6 @@ def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-@dataclass(slots=True)
-class _Handle:
-    target: OpenFile | ReadAhead
-    writable: bool
-
-
 class BucketOperations(mfusepy.Operations):
     """A bucket as a directory tree; see docs/fuse-mount.md for the semantics."""
 
@@ -65,7 +64,8 @@ class BucketOperations(mfusepy.Operations):
                  on_ready: Callable[[], None] | None = None) -> None:
         self._store = store
         self._settings = settings
-        self._ns = Namespace(store, AttrCache(settings.attr_timeout))
+        self._ns = Namespace(store, AttrCache(settings.attr_timeout),
+                             Listings(settings.attr_timeout))
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mounted_at = float(int(time.time()))
@@ -73,31 +73,30 @@ class BucketOperations(mfusepy.Operations):
                                       settings.staging_dir)
         self._uploads = ThreadPoolExecutor(settings.threads, thread_name_prefix="upload")
         self._fetches = ThreadPoolExecutor(settings.threads, thread_name_prefix="fetch")
-        self._lock = threading.Lock()
-        self._files: dict[str, OpenFile] = {}
-        self._handles: dict[int, _Handle] = {}
-        self._next_fh = 1
+        self._files = OpenFiles()
         self.destroyed = False
         self.unsaved: list[str] = []
+        # The kernel sets the read-ahead window when it gets the reply to init: it is
+        # widened at the first request after that.
+        self._tune_read_ahead = settings.readahead > 0
 
     # -- lifecycle -------------------------------------------------------------------------
-    def init(self, path: str) -> None:
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        """libfuse 3 is starting: set the connection options, then report ready."""
+        if config is not None:
+            # Calls on handles whose name was unlinked arrive with path None instead of
+            # failing with ENOENT: handles are found by fh, never by path.
+            config.nullpath_ok = 1
+        if conn is not None and self._settings.writeback_cache:
+            conn.want |= FUSE_CAP_WRITEBACK_CACHE & conn.capable
         log.info("mounted %s on %s", self._settings.bucket, self._settings.mountpoint)
         if self._on_ready is not None:
             self._on_ready()
 
     def destroy(self, path: str) -> None:
         """Unmount: complete every file still open, then stop the worker threads."""
-        with self._lock:
-            files = list(self._files.values())
-            self._files.clear()
-            self._handles.clear()
-        for f in files:
-            try:
-                f.release()
-            except Exception as exc:  # noqa: BLE001 - logged and reported by the exit code
-                log.error("could not store %s at unmount: %r", f.key, exc)
-                self.unsaved.append(f.key)
+        for f in self._files.drain():
+            self._release_file(f)
         self._uploads.shutdown(wait=True, cancel_futures=True)
         self._fetches.shutdown(wait=False, cancel_futures=True)
         self.destroyed = True
@@ -105,25 +104,28 @@ class BucketOperations(mfusepy.Operations):
 
     # -- attributes ------------------------------------------------------------------------
     @fuse_op
-    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-        f = self._open_file(path)
-        attr = self._attr_of_open(f) if f is not None else self._ns.require(path)
+    def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
+        if self._tune_read_ahead:
+            self._tune_read_ahead = False
+            set_read_ahead(self._settings.mountpoint, KERNEL_READ_AHEAD_KIB)
+        f = self._open_file(path, fh)
+        attr = self._attr_of_open(f) if f is not None else self._ns.require(_named(path))
         return self._stat(attr)
 
     @fuse_op
-    def chmod(self, path: str, mode: int) -> int:
+    def chmod(self, path: str | None, mode: int) -> int:
         self._set_attrs(path, metadata_for(mode=mode))
         return 0
 
     @fuse_op
-    def chown(self, path: str, uid: int, gid: int) -> int:
+    def chown(self, path: str | None, uid: int, gid: int) -> int:
         keep = {-1, 0xFFFFFFFF}
         self._set_attrs(path, metadata_for(uid=None if uid in keep else uid,
                                            gid=None if gid in keep else gid))
         return 0
 
     @fuse_op
-    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+    def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
         f = self._open_file(path)
         if f is not None:  # closed files keep their upload time (see docs)
             mtime = times[1] / 1e9 if times else time.time()
@@ -140,14 +142,23 @@ class BucketOperations(mfusepy.Operations):
 
     # -- directories -----------------------------------------------------------------------
     @fuse_op
-    def readdir(self, path: str, fh: int) -> list[str]:
+    def opendir(self, path: str) -> int:
         if not self._ns.require(path).is_dir:
             raise PathError(errno.ENOTDIR, path)
+        return self._files.open_dir(path)
+
+    @fuse_op
+    def releasedir(self, path: str | None, fh: int) -> int:
+        self._files.release_dir(fh)
+        return 0
+
+    @fuse_op
+    def readdir(self, path: str | None, fh: int) -> list[str]:
+        path = self._files.dir_path(fh) or _named(path)
         names = [".", ".."] + [name for name, _ in self._ns.listdir(path)]
         prefix = dir_prefix(path)
-        with self._lock:
-            pending = [k[len(prefix):] for k in self._files
-                       if k.startswith(prefix) and "/" not in k[len(prefix):]]
+        pending = [k[len(prefix):] for k in self._files.keys_under(prefix)
+                   if "/" not in k[len(prefix):]]
         return names + sorted(set(pending) - set(names))
 
     @fuse_op
@@ -157,49 +168,45 @@ class BucketOperations(mfusepy.Operations):
 
     @fuse_op
     def rmdir(self, path: str) -> int:
+        if self._files.keys_under(dir_prefix(path)):
+            raise PathError(errno.ENOTEMPTY, path)  # files being written here, not stored yet
         self._ns.rmdir(path)
         return 0
 
     # -- names -----------------------------------------------------------------------------
     @fuse_op
     def unlink(self, path: str) -> int:
-        with self._lock:
-            f = self._files.pop(key_of(path), None)
-        if f is not None:
-            f.unlinked = True  # its handles stay usable; nothing is stored at close
-            self._ns.cache.invalidate(path)
-            if self._ns.lookup(path) is None:
-                return 0
-        self._ns.unlink(path)
+        f = self._files.get(key_of(path))
+        if f is None:
+            self._ns.unlink(path)
+            return 0
+        f.detach()  # its handles keep working on a local copy; nothing stored at close
+        self._files.detach(key_of(path))
+        self._ns.delete(path)  # if it was stored already
         return 0
 
     @fuse_op
     def rename(self, old: str, new: str, flags: int = 0) -> int:
         if flags & RENAME_EXCHANGE:
             raise PathError(errno.EINVAL, new)
-        if flags & RENAME_NOREPLACE and (self._open_file(new) or self._ns.lookup(new)):
+        if flags & RENAME_NOREPLACE and (self._files.get(key_of(new)) or self._ns.lookup(new)):
             raise PathError(errno.EEXIST, new)
         attr = self._open_attr_or_lookup(old)
         if attr.is_dir:
-            prefix = dir_prefix(old)
-            with self._lock:
-                if any(k.startswith(prefix) for k in self._files):
-                    raise PathError(errno.EBUSY, old)
+            if self._files.keys_under(dir_prefix(old)):
+                raise PathError(errno.EBUSY, old)
             self._ns.rename_dir(old, new)
             return 0
-        f = self._open_file(old)
-        if f is not None:
+        f = self._files.get(key_of(old))
+        if f is None:
+            self._replace_open(new, None)
+            self._ns.rename_file(old, new)
+            return 0
+        with f.lock:  # no commit of f under its old name can slip in between
             f.commit()  # the object must exist (and be current) before it is copied
-        with self._lock:
-            replaced = self._files.pop(key_of(new), None)
-        if replaced is not None:
-            replaced.unlinked = True
-        etag = self._ns.rename_file(old, new)
-        if f is not None:
-            with self._lock:
-                if self._files.get(key_of(old)) is f:
-                    del self._files[key_of(old)]
-                    self._files[key_of(new)] = f
+            self._replace_open(new, f)
+            etag = self._ns.rename_file(old, new)
+            self._files.rename(f, key_of(new))
             f.rebind(key_of(new), etag)
         return 0
 
@@ -215,63 +222,56 @@ class BucketOperations(mfusepy.Operations):
     # -- files -----------------------------------------------------------------------------
     @fuse_op
     def create(self, path: str, mode: int, flags: int) -> int:
-        key = key_of(path)
-        meta = metadata_for(mode=mode)
-        f = OpenFile(self._store, key, config=self._write_cfg, pool=self._uploads,
-                     existing=None, truncate=True, metadata=meta)
-        with self._lock:
-            current = self._files.get(key)
-            if current is not None:
-                f = current
-            else:
-                self._files[key] = f
-        if current is not None and flags & os.O_TRUNC:
-            f.truncate(0)
-        self._ns.cache.invalidate(path)
-        return self._new_handle(f, writable=True)
+        new = self._new_file(path, truncate=True, metadata=metadata_for(mode=mode))
+        fh, _ = self._attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
+        self._ns.created(path)
+        return fh
 
     @fuse_op
     def open(self, path: str, flags: int) -> int:
-        key = key_of(path)
         writable = flags & os.O_ACCMODE != os.O_RDONLY
-        f = self._open_file(path)
-        if f is None and writable:
-            existing = None if flags & os.O_TRUNC else self._ns.head(path)
-            new = OpenFile(self._store, key, config=self._write_cfg, pool=self._uploads,
-                           existing=existing, truncate=existing is None)
-            with self._lock:
-                f = self._files.setdefault(key, new)
-            if f is new:
-                return self._new_handle(f, writable=True)
-        if f is not None:
-            if writable and flags & os.O_TRUNC:
-                f.truncate(0)
-            return self._new_handle(f, writable=writable)
-        reader = ReadAhead(self._store, self._ns.head(path), block_size=self._settings.block_size,
-                           window=self._settings.readahead_blocks, pool=self._fetches)
-        return self._new_handle(reader, writable=False)
+        truncate = writable and bool(flags & os.O_TRUNC)
+        current = self._files.get(key_of(path))
+        # A file modified here is joined as it is; otherwise this open sees the newest
+        # version (a fresh HeadObject), and a file open here on an older one stays with its
+        # handles (as if replaced by a rename on a local file system).
+        fresh = current is None or (current.version is not None and not current.dirty)
+        candidate = self._new_file(path, truncate=truncate) if fresh else None
+        return self._attach(path, candidate, writable=writable, truncate=truncate)[0]
 
     @fuse_op
-    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        return self._handle(fh).target.read(offset, size)
+    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
+        handle = self._handle(fh)
+        f = handle.file
+        for _ in range(3):
+            version = f.version
+            if version is None or handle.stream is None:
+                break  # modified here: the file's own state answers
+            try:
+                return handle.stream.read(version, offset, size)
+            except PreconditionFailed:
+                if f.version is version:
+                    raise  # replaced by another client: ESTALE
+                # this mount stored, renamed or modified it meanwhile: read again
+        return f.read(offset, size)
 
     @fuse_op
-    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        target = self._handle(fh).target
-        if not isinstance(target, OpenFile):
-            raise PathError(errno.EBADF, path)
-        return target.write(offset, data)
+    def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
+        handle = self._handle(fh)
+        if not handle.writable:
+            raise PathError(errno.EBADF, path or str(fh))
+        return handle.file.write(offset, data)
 
     @fuse_op
-    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
-        f = self._open_file(path)
+    def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
+        f = self._open_file(path, fh)
         if f is not None:
             f.truncate(length)
             return 0
+        path = _named(path)
         if self._ns.require(path).is_dir:
             raise PathError(errno.EISDIR, path)
-        f = OpenFile(self._store, key_of(path), config=self._write_cfg, pool=self._uploads,
-                     existing=self._ns.head(path), truncate=False)
+        f = self._new_file(path, truncate=False)
         try:
             f.truncate(length)
             f.commit()
@@ -281,57 +281,88 @@ class BucketOperations(mfusepy.Operations):
         return 0
 
     @fuse_op
-    def flush(self, path: str, fh: int) -> int:
+    def flush(self, path: str | None, fh: int) -> int:
+        """close(): the close of the last writer uploads, and returns its errors."""
         handle = self._handle(fh)
-        if handle.writable and isinstance(handle.target, OpenFile):
-            handle.target.commit()  # close() reports upload errors through here
-            self._ns.cache.invalidate(path)
+        if self._files.last_close(fh) and handle.file.dirty:
+            handle.file.commit()
+            self._ns.cache.invalidate(path_of(handle.file.key))
         return 0
 
     @fuse_op
-    def fsync(self, path: str, datasync: int, fh: int) -> int:
-        target = self._handle(fh).target
-        if isinstance(target, OpenFile):
-            target.commit()
+    def fsync(self, path: str | None, datasync: int, fh: int) -> int:
+        self._handle(fh).file.commit()
         return 0
 
     @fuse_op
-    def release(self, path: str, fh: int) -> int:
-        with self._lock:
-            handle = self._handles.pop(fh, None)
-            target = handle.target if handle is not None else None
-            last = False
-            if isinstance(target, OpenFile):
-                target.handles -= 1
-                last = target.handles == 0
-                if last and self._files.get(target.key) is target:
-                    del self._files[target.key]
-        if isinstance(target, ReadAhead):
-            target.close()
-        elif isinstance(target, OpenFile) and last:
-            target.release()  # normally a no-op: flush already committed
+    def release(self, path: str | None, fh: int) -> int:
+        handle, last = self._files.release(fh)
+        if handle is None:
+            return 0
+        if handle.stream is not None:
+            handle.stream.close()
+        if last:
+            self._release_file(handle.file)  # normally nothing left: flush committed
+            self._files.forget(handle.file)
         return 0
 
     # -- helpers ---------------------------------------------------------------------------
-    def _new_handle(self, target: OpenFile | ReadAhead, *, writable: bool) -> int:
-        with self._lock:
-            fh = self._next_fh
-            self._next_fh += 1
-            self._handles[fh] = _Handle(target, writable)
-            if isinstance(target, OpenFile):
-                target.handles += 1
-        return fh
+    def _new_file(self, path: str, *, truncate: bool,
+                  metadata: dict[str, str] | None = None) -> OpenFile:
+        """A file for ``path``: empty if ``truncate`` (keeping the mode and owner of the
+        object it replaces, as a local file system does), else the object's newest version."""
+        existing = None if truncate else self._ns.head(path)
+        if truncate and metadata is None and (attr := self._ns.lookup(path)) is not None:
+            metadata = metadata_for(mode=attr.mode, uid=attr.uid, gid=attr.gid)
+        return OpenFile(self._store, key_of(path), config=self._write_cfg, pool=self._uploads,
+                        existing=existing, truncate=truncate, metadata=metadata)
 
-    def _handle(self, fh: int) -> _Handle:
-        with self._lock:
-            handle = self._handles.get(fh)
+    def _attach(self, path: str, candidate: OpenFile | None, *, writable: bool,
+                truncate: bool) -> tuple[int, OpenFile]:
+        """A new handle on ``path`` (joining the file open there, see OpenFiles.attach)."""
+        stream = ReadAhead(self._store, block_size=self._settings.block_size,
+                           window=self._settings.readahead_blocks, pool=self._fetches)
+        while (opened := self._files.attach(key_of(path), candidate, writable=writable,
+                                            stream=stream)) is None:
+            candidate = self._new_file(path, truncate=truncate)  # it was closed meanwhile
+        fh, f = opened
+        if truncate and f is not candidate:
+            try:
+                f.truncate(0)
+            except BaseException:
+                self.release(path, fh)
+                raise
+        return fh, f
+
+    def _release_file(self, f: OpenFile) -> None:
+        """The last handle of ``f`` is gone: store what is left, or say loudly that we could
+        not (the exit code of the mount reports it too)."""
+        try:
+            f.release()
+        except Exception as exc:  # noqa: BLE001 - logged and reported by the exit code
+            log.error("could not store %s: %r; its previous version stays", f.key, exc)
+            self.unsaved.append(f.key)
+
+    def _replace_open(self, new: str, keep: OpenFile | None) -> None:
+        """A rename is about to overwrite ``new``: a file open there keeps a local copy."""
+        replaced = self._files.get(key_of(new))
+        if replaced is not None and replaced is not keep:
+            replaced.detach()
+            self._files.detach(key_of(new))
+
+    def _handle(self, fh: int) -> Handle:
+        handle = self._files.handle(fh)
         if handle is None:
             raise PathError(errno.EBADF, str(fh))
         return handle
 
-    def _open_file(self, path: str) -> OpenFile | None:
-        with self._lock:
-            return self._files.get(key_of(path))
+    def _open_file(self, path: str | None, fh: int | None = None) -> OpenFile | None:
+        """The open file of handle ``fh`` if given, else the one open under ``path``."""
+        if fh:
+            handle = self._files.handle(fh)
+            if handle is not None:
+                return handle.file
+        return self._files.get(key_of(path)) if path is not None else None
 
     def _open_attr_or_lookup(self, path: str) -> Attr:
         f = self._open_file(path)
@@ -344,12 +375,14 @@ class BucketOperations(mfusepy.Operations):
         gid = int(meta["gid"]) if "gid" in meta else None
         return Attr(False, f.size, f.mtime, mode, uid, gid)
 
-    def _set_attrs(self, path: str, values: dict[str, str]) -> None:
-        if not values:
+    def _set_attrs(self, path: str | None, values: dict[str, str]) -> None:
+        if not values or path is None:  # no path: an unlinked file, never stored again
             return
         f = self._open_file(path)
         if f is not None:
             f.set_metadata(**values)
+            if self._files.idle(f):  # no writer left to commit it (the file may be closing)
+                f.commit()
         elif not self._ns.require(path).is_dir:  # directories: accepted, not stored
             self._ns.update_metadata(path, values)
 
@@ -360,3 +393,10 @@ class BucketOperations(mfusepy.Operations):
         for name in ("st_mtime", "st_ctime", "st_atime"):
             st[name] = int(st[name] * 1e9)
         return st
+
+
+def _named(path: str | None) -> str:
+    """``path``, which libfuse passes for every call that has no file handle."""
+    if path is None:
+        raise PathError(errno.ESTALE, "")
+    return path

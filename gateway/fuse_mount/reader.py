@@ -9,63 +9,74 @@ from gateway.fuse_mount.store import ObjectMeta, ObjectStore
 
 
 class ReadAhead:
-    """Serves reads of ``meta`` (pinned by its ETag: a changed object reads as ESTALE).
+    """One handle's read stream over an object version (every GET is ``If-Match`` its ETag:
+    a version replaced by another client reads as ESTALE, never as a mix of versions).
 
     A read that continues the previous one (or lands in a block already fetched) is
     sequential: it is served from whole blocks fetched with ranged GETs, and the next
     ``window`` blocks are prefetched in the background. At most ``window + 2`` blocks are
-    held. Any other read is a ranged GET of exactly the bytes asked for.
+    held. Any other read is a ranged GET of exactly the bytes asked for. The version comes
+    with every read; when it changes (this mount renamed or re-stored the file), blocks
+    of the previous one are dropped.
     """
 
-    def __init__(self, store: ObjectStore, meta: ObjectMeta, *, block_size: int,
-                 window: int, pool: Executor) -> None:
+    def __init__(self, store: ObjectStore, *, block_size: int, window: int,
+                 pool: Executor) -> None:
         self._store = store
-        self.meta = meta
         self._block = block_size
         self._window = window
         self._pool = pool
         self._lock = threading.Lock()
         self._blocks: dict[int, Future[bytes]] = {}
+        self._version: tuple[str, str, int] | None = None
         self._last_end = 0
 
-    def read(self, offset: int, size: int) -> bytes:
-        end = min(offset + size, self.meta.size)
+    def read(self, meta: ObjectMeta, offset: int, size: int) -> bytes:
+        end = min(offset + size, meta.size)
         if offset >= end:
             return b""
         first, last = offset // self._block, (end - 1) // self._block
         with self._lock:
+            if self._version != (meta.key, meta.etag, meta.size):
+                self._drop()
+                self._version = (meta.key, meta.etag, meta.size)
             sequential = offset == self._last_end or first in self._blocks
             self._last_end = end
             if sequential:
-                futures = [f for i in range(first, last + 1) if (f := self._fetch(i))]
+                futures = [f for i in range(first, last + 1) if (f := self._fetch(meta, i))]
                 for i in range(last + 1, last + 1 + self._window):
-                    self._fetch(i)
+                    self._fetch(meta, i)
                 for i in [i for i in self._blocks if i < first or i > last + self._window]:
                     self._blocks.pop(i).cancel()
         if not sequential:
-            return self._store.get_range(self.meta.key, offset, end, if_match=self.meta.etag)
+            return self._store.get_range(meta.key, offset, end, if_match=meta.etag)
         try:
-            data = b"".join(f.result() for f in futures)
+            parts = [f.result() for f in futures]
         except BaseException:
             with self._lock:
                 for i in range(first, last + 1):
                     self._blocks.pop(i, None)
             raise
         start = offset - first * self._block
-        return data[start:start + end - offset]
+        if len(parts) == 1:
+            return parts[0][start:start + end - offset]
+        return b"".join(parts)[start:start + end - offset]
 
     def close(self) -> None:
         with self._lock:
-            for future in self._blocks.values():
-                future.cancel()
-            self._blocks.clear()
+            self._drop()
 
-    def _fetch(self, index: int) -> Future[bytes] | None:
+    def _drop(self) -> None:
+        for future in self._blocks.values():
+            future.cancel()
+        self._blocks.clear()
+
+    def _fetch(self, meta: ObjectMeta, index: int) -> Future[bytes] | None:
         future = self._blocks.get(index)
         start = index * self._block
-        if future is None and start < self.meta.size:
-            end = min(self.meta.size, start + self._block)
-            future = self._pool.submit(self._store.get_range, self.meta.key, start, end,
-                                       if_match=self.meta.etag)
+        if future is None and start < meta.size:
+            end = min(meta.size, start + self._block)
+            future = self._pool.submit(self._store.get_range, meta.key, start, end,
+                                       if_match=meta.etag)
             self._blocks[index] = future
         return future

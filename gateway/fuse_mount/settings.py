@@ -27,10 +27,11 @@ class MountSettings:
     readahead: int = 16 * MiB
     attr_timeout: float = 1.0
     region: str = "us-east-1"
-    max_inflight: int = 2
+    max_inflight: int = 4
     staging_dir: Path | None = None
     threads: int = 8
     max_attempts: int = 5
+    writeback_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.block_size < MIN_BLOCK_SIZE:

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future
 
-from gateway.fuse_mount.store import ObjectStore
+from gateway.fuse_mount.store import Body, ObjectStore, Part
 
 log = logging.getLogger(__name__)
 
@@ -27,31 +27,32 @@ class PartUploader:
         self._max_inflight = max(1, max_inflight)
         self.upload_id = store.create_upload(key, metadata)
         self._next = 1
-        self._pending: deque[tuple[int, Future[str]]] = deque()
-        self._done: list[tuple[int, str]] = []
+        self._pending: deque[Future[Part]] = deque()
+        self._done: list[Part] = []
 
     @property
     def parts(self) -> int:
         return self._next - 1
 
-    def add(self, data: bytes) -> None:
-        """Queue ``data`` as the next part (waits for room first)."""
+    def add(self, data: Body) -> None:
+        """Queue ``data`` as the next part (waits for room first). ``data`` now belongs to
+        the upload: the caller must not change it."""
         self._make_room()
         number = self._take_number()
-        self._pending.append((number, self._pool.submit(
-            self._store.upload_part, self.key, self.upload_id, number, data)))
+        self._pending.append(self._pool.submit(
+            self._store.upload_part, self.key, self.upload_id, number, data))
 
     def add_copy(self, source: str, start: int, end: int, *, if_match: str) -> None:
         """Queue bytes ``[start, end)`` of object ``source`` (version ``if_match``) as a part."""
         self._make_room()
         number = self._take_number()
-        self._pending.append((number, self._pool.submit(
+        self._pending.append(self._pool.submit(
             self._store.upload_part_copy, self.key, self.upload_id, number, source, start,
-            end, if_match=if_match)))
+            end, if_match=if_match))
 
     def check(self) -> None:
         """Raise the error of any part that already failed."""
-        while self._pending and self._pending[0][1].done():
+        while self._pending and self._pending[0].done():
             self._collect()
 
     def complete(self) -> str:
@@ -62,7 +63,7 @@ class PartUploader:
 
     def abort(self) -> None:
         """Wait for running parts (their errors are ignored) and abort the upload."""
-        for _, future in self._pending:
+        for future in self._pending:
             future.exception()
         self._pending.clear()
         try:
@@ -81,5 +82,4 @@ class PartUploader:
             self._collect()
 
     def _collect(self) -> None:
-        number, future = self._pending.popleft()
-        self._done.append((number, future.result()))
+        self._done.append(self._pending.popleft().result())

@@ -15,6 +15,9 @@ The same workloads then run with boto3 against the gateway (a managed upload of 
 file; ``GetObject`` bodies read in 1 MiB or 4 KiB pieces; one ``PutObject`` per small file),
 and, when ``s3fs`` is installed (Debian package ``s3fs``), on an s3fs-fuse mount of the same
 gateway. One Markdown table is printed with the ratios mount/boto3 and mount/s3fs.
+With ``--repeat N`` every workload runs N times per column and each cell is the median
+(runs on a machine shared with other work vary a lot). ``--mount-option`` passes an option
+to ``squall mount`` (e.g. ``--mount-option=--writeback-cache``); the column is named after it.
 Every process started here is stopped by its PID and every mount unmounted, also on failure.
 """
 
@@ -24,6 +27,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -167,17 +171,28 @@ def rate(amount: float, seconds: float) -> float:
     return amount / max(seconds, 1e-9)
 
 
-def fs_workloads(root: Path, source: Path, sizes: Sizes, cold_reads: bool) -> dict[str, Cell]:
+def median_cells(runs: Sequence[Mapping[str, Cell]]) -> dict[str, Cell]:
+    """Per workload key, the median of the figures of several runs (a reason stays)."""
+    out: dict[str, Cell] = {}
+    for key in runs[0]:
+        figures = [cell for r in runs if isinstance(cell := r.get(key), float)]
+        out[key] = statistics.median(figures) if figures else runs[0][key]
+    return out
+
+
+def fs_workloads(root: Path, source: Path, sizes: Sizes, cold_reads: bool,
+                 run: int = 0) -> dict[str, Cell]:
     """The workloads on a mounted directory. With ``cold_reads`` the page cache is dropped
-    before each read; otherwise ``cold-1m.bin``/``cold-4k.bin`` (put there beforehand) are read."""
+    before each read; otherwise ``cold-1m-<run>.bin``/``cold-4k-<run>.bin`` (put there
+    beforehand) are read."""
     mib = sizes.size / MiB
     out: dict[str, Cell] = {}
     for bs, tag in ((MiB, "1m"), (4096, "4k")):
         target = root / f"seq-{tag}.bin"
         out[f"write_{tag}"] = rate(mib, dd(source, target, bs, sizes.size // bs, fsync=True))
-        readable = target if cold_reads and drop_caches() else root / f"cold-{tag}.bin"
+        readable = target if cold_reads and drop_caches() else root / f"cold-{tag}-{run}.bin"
         out[f"read_{tag}"] = rate(mib, dd(readable, "/dev/null", bs, sizes.size // bs, False))
-    directory = root / "creates"
+    directory = root / f"creates-{run}"
     directory.mkdir()
     payload = os.urandom(sizes.file_size)
     start = time.perf_counter()
@@ -198,7 +213,8 @@ def s3_client(endpoint: str) -> Any:
                                       retries={"max_attempts": 3}))
 
 
-def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes) -> dict[str, Cell]:
+def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes,
+                    run: int = 0) -> dict[str, Cell]:
     """Managed upload (both write rows: boto3 has no write block size); GetObject bodies read
     in 1 MiB or 4 KiB pieces; one PutObject per small file."""
     mib = sizes.size / MiB
@@ -220,7 +236,7 @@ def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes) -> dict[st
     payload = os.urandom(sizes.file_size)
     start = time.perf_counter()
     for i in range(sizes.files):
-        s3.put_object(Bucket=bucket, Key=f"creates/f-{i:05d}", Body=payload)
+        s3.put_object(Bucket=bucket, Key=f"creates-{run}/f-{i:05d}", Body=payload)
     out["creates"] = rate(sizes.files, time.perf_counter() - start)
     return out
 
@@ -278,8 +294,10 @@ def child_env() -> dict[str, str]:
     return {**env, "SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY}
 
 
-def squall_mount_argv(endpoint: str, bucket: str, mountpoint: Path) -> list[str]:
-    return [sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket, str(mountpoint)]
+def squall_mount_argv(endpoint: str, bucket: str, mountpoint: Path,
+                      options: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket, str(mountpoint),
+            *options]
 
 
 def s3fs_argv(endpoint: str, bucket: str, mountpoint: Path, passwd: Path) -> list[str]:
@@ -308,8 +326,10 @@ class Report:
 
 
 def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache: bool = True,
+        repeat: int = 1, mount_options: Sequence[str] = (),
         progress: Callable[[str], None] = lambda _: None) -> Report:
-    """Start the gateway, measure the three columns, stop everything.
+    """Start the gateway, measure the three columns (each workload ``repeat`` times, the
+    median kept), stop everything.
 
     ``drop_page_cache=False`` never touches the machine's page cache (reads then go to
     files uploaded with boto3 beforehand)."""
@@ -335,16 +355,24 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
             s3.create_bucket(Bucket=name)
             if not cold_reads:
                 for tag in ("1m", "4k"):
-                    s3.upload_file(str(source), name, f"cold-{tag}.bin")
+                    for i in range(repeat):
+                        s3.upload_file(str(source), name, f"cold-{tag}-{i}.bin")
             return name
 
-        progress("squall mount")
+        def fs_runs(root: Path) -> dict[str, Cell]:
+            return median_cells([fs_workloads(root, source, sizes, cold_reads, i)
+                                 for i in range(repeat)])
+
+        name = " ".join(["squall mount", *mount_options])
+        progress(name)
         bucket = new_bucket("mount")
-        with mounted(squall_mount_argv(endpoint, bucket, workdir / "mnt"), workdir / "mnt",
-                     workdir / "mount.log", env=child_env()) as root:
-            mount = Column("squall mount", fs_workloads(root, source, sizes, cold_reads))
+        argv = squall_mount_argv(endpoint, bucket, workdir / "mnt", mount_options)
+        with mounted(argv, workdir / "mnt", workdir / "mount.log", env=child_env()) as root:
+            mount = Column(name, fs_runs(root))
         progress("boto3")
-        direct = Column("boto3", boto3_workloads(s3, new_bucket("boto3"), source, sizes))
+        bucket = new_bucket("boto3")
+        direct = Column("boto3", median_cells([boto3_workloads(s3, bucket, source, sizes, i)
+                                               for i in range(repeat)]))
         s3fs_results: dict[str, Cell]
         if not with_s3fs:
             s3fs_results = dict.fromkeys((w.key for w in WORKLOADS), "not run (--no-s3fs)")
@@ -359,7 +387,7 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
             bucket = new_bucket("s3fs")
             argv = s3fs_argv(endpoint, bucket, workdir / "s3fs-mnt", passwd)
             with mounted(argv, workdir / "s3fs-mnt", workdir / "s3fs.log") as root:
-                s3fs_results = fs_workloads(root, source, sizes, cold_reads)
+                s3fs_results = fs_runs(root)
         s3fs = Column("s3fs", s3fs_results)
     columns = (mount, direct, s3fs)
     return Report(columns, tuple(extra + notes(columns)))
@@ -377,9 +405,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="leave the page cache alone; read files uploaded with boto3")
     parser.add_argument("--workdir", type=Path,
                         help="keep data, mounts and logs here (default: a temporary directory)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of every workload per column; cells are medians (default 1)")
+    parser.add_argument("--mount-option", action="append", default=[], metavar="OPTION",
+                        help="pass OPTION to squall mount, e.g. --mount-option=--writeback-cache")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     sizes = Sizes(args.size_mib * MiB, args.files, args.file_size)
-    options = {"with_s3fs": not args.no_s3fs, "drop_page_cache": not args.no_drop_caches}
+    options: dict[str, Any] = {"with_s3fs": not args.no_s3fs,
+                               "drop_page_cache": not args.no_drop_caches,
+                               "repeat": args.repeat, "mount_options": args.mount_option}
 
     def progress(message: str) -> None:
         print(f"measuring: {message}", file=sys.stderr, flush=True)
@@ -394,7 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"fuse bench: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.size_mib} MiB sequential file, {args.files} files of {args.file_size} bytes\n")
+    print(f"{args.size_mib} MiB sequential file, {args.files} files of {args.file_size} bytes"
+          + (f", median of {args.repeat} runs" if args.repeat > 1 else "") + "\n")
     print(report.markdown())
     return 0
 

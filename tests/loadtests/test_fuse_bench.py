@@ -16,6 +16,7 @@ from loadtests.bench.fuse import (
     build_table,
     format_ratio,
     fuse_unavailable,
+    median_cells,
     notes,
     render_markdown,
     run,
@@ -64,13 +65,21 @@ def test_markdown_is_aligned_with_a_separator_row() -> None:
     assert len({len(line) for line in lines[: 2 + len(WORKLOADS)]}) == 1
 
 
+def test_median_of_runs_keeps_reasons() -> None:
+    runs = [{"write_1m": 10.0, "creates": "n/a"}, {"write_1m": 30.0, "creates": "n/a"},
+            {"write_1m": 20.0, "creates": "n/a"}]
+    assert median_cells(runs) == {"write_1m": 20.0, "creates": "n/a"}
+
+
 @pytest.mark.skipif(fuse_unavailable() is not None, reason=f"no FUSE: {fuse_unavailable()}")
 @pytest.mark.skipif(shutil.which("dd") is None, reason="dd is not installed")
 def test_tiny_end_to_end_run(tmp_path: Path) -> None:
     """A real gateway, ``squall mount`` and (if installed) s3fs, with 4 MiB and 20 files;
     the machine's page cache is left alone (reads go to files uploaded beforehand)."""
-    report = run(Sizes(4 * MiB, 20, 1024), tmp_path, drop_page_cache=False)
+    report = run(Sizes(4 * MiB, 20, 1024), tmp_path, drop_page_cache=False, repeat=2,
+                 mount_options=["--writeback-cache"])
     mount, direct, s3fs = report.columns
+    assert mount.name == "squall mount --writeback-cache"
     for column in (mount, direct):
         assert set(column.results) == {w.key for w in WORKLOADS}
         assert all(isinstance(v, float) and v > 0 for v in column.results.values()), column

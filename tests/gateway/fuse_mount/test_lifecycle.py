@@ -136,16 +136,21 @@ def test_signal_unmounts_and_completes_open_files(signum: signal.Signals,
 def test_crash_while_writing_keeps_previous_version(new_mount: MountProcess, s3) -> None:
     previous = os.urandom(MiB)
     s3.put_object(Bucket=new_mount.bucket, Key="crash/ckpt.bin", Body=previous)
-    writer = start_writer(new_mount.path / "crash" / "ckpt.bin", 30 * MiB)
+    writers = [start_writer(new_mount.path / "crash" / "ckpt.bin", 30 * MiB),
+               start_writer(new_mount.path / "crash" / "new.bin", 20 * MiB)]
     try:
-        new_mount.kill()  # SIGKILL with parts uploaded and the upload not completed
+        new_mount.kill()  # SIGKILL with parts uploaded and the uploads not completed
         assert not is_mounted(new_mount.path)  # the dead mount was cleaned up
     finally:
-        stop_writer(writer)
+        for writer in writers:
+            stop_writer(writer)
     body = s3.get_object(Bucket=new_mount.bucket, Key="crash/ckpt.bin")["Body"].read()
     assert body == previous
     listed = s3.list_objects_v2(Bucket=new_mount.bucket, Prefix="crash/")["Contents"]
+    # nothing half-written became visible: the new file does not exist at all
     assert [(o["Key"], o["Size"]) for o in listed] == [("crash/ckpt.bin", MiB)]
+    uploads = s3.list_multipart_uploads(Bucket=new_mount.bucket, Prefix="crash/")
+    assert {u["Key"] for u in uploads.get("Uploads", [])} <= {"crash/ckpt.bin", "crash/new.bin"}
 
 
 def test_failed_upload_is_eio_never_silent(tmp_path: Path) -> None:
@@ -171,6 +176,39 @@ def test_failed_upload_is_eio_never_silent(tmp_path: Path) -> None:
         except OSError as exc:
             errors.append(exc.errno)
         assert errors and set(errors) == {errno.EIO}
+    finally:
+        if mount is not None:
+            mount.kill()
+        server.kill()
+
+
+@pytest.mark.timeout(180)
+def test_sustained_slowdown_is_enospc_and_keeps_the_previous_version(tmp_path: Path) -> None:
+    """A new version too big for the gateway's cache (2 MiB) goes straight to the backend
+    once the earlier version, still in the cache, is flushed; with the backend throttled
+    to 16 KiB/s that does not happen before the gateway's backpressure wait runs out, and
+    it answers 503 SlowDown: close() returns ENOSPC (one attempt here, --max-attempts 1),
+    the failure is logged with the S3 request id, and the version already stored stays."""
+    server = SquallProcess(tmp_path / "data", ["--backend-bandwidth", "16KiB/s",
+                                               "--cache-size", "2MiB"]).start()
+    mount = None
+    try:
+        from tests.conftest import make_client
+
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="throttled")
+        previous = os.urandom(MiB)
+        s3.put_object(Bucket="throttled", Key="busy.bin", Body=previous)  # dirty for ~60 s
+        mount = MountProcess(server.endpoint, "throttled", tmp_path / "mnt",
+                             ["--max-attempts", "1"]).start()
+        fd = os.open(mount.path / "busy.bin", os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, os.urandom(3 * MiB))
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        assert info.value.errno == errno.ENOSPC
+        assert re.search(r"PutObject throttled/busy.bin failed: 503 SlowDown "
+                         r"\(request id [0-9A-F]+\)", mount.log()), mount.log()
+        assert s3.get_object(Bucket="throttled", Key="busy.bin")["Body"].read() == previous
     finally:
         if mount is not None:
             mount.kill()

@@ -23,7 +23,7 @@ def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 
 def ok(*argv: str | Path, cwd: Path | None = None) -> str:
     result = run(*argv, cwd=cwd)
-    assert result.returncode == 0, (argv, result.stderr)
+    assert result.returncode == 0, (argv, result.stderr, result.stdout)
     return result.stdout
 
 
@@ -267,3 +267,29 @@ def test_chmod_is_stored(mounted: MountProcess, s3) -> None:
 def test_statfs(mounted: MountProcess) -> None:
     st = os.statvfs(mounted.path)
     assert st.f_bavail > 0 and st.f_namemax == 1024
+
+
+def test_creates_in_a_new_directory_and_names_created_elsewhere(mounted: MountProcess,
+                                                                 s3) -> None:
+    new = mounted.path / "fresh"
+    new.mkdir()  # made here: lookups of missing names in it need no request
+    for i in range(50):
+        (new / f"f{i:02d}").write_bytes(b"%d" % i)
+    assert sorted(os.listdir(new)) == [f"f{i:02d}" for i in range(50)]
+    assert sorted(keys(s3, mounted.bucket, "fresh/")) == \
+        ["fresh/"] + [f"fresh/f{i:02d}" for i in range(50)]
+    # A directory that was not made here: what other clients create shows at once.
+    s3.put_object(Bucket=mounted.bucket, Key="shared-dir/a", Body=b"a")
+    (mounted.path / "shared-dir" / "b").write_bytes(b"b")
+    s3.put_object(Bucket=mounted.bucket, Key="shared-dir/c", Body=b"c")
+    assert (mounted.path / "shared-dir" / "c").read_bytes() == b"c"
+
+
+def test_overwriting_keeps_mode(mounted: MountProcess, s3) -> None:
+    path = mounted.path / "keep-mode.sh"
+    path.write_text("one")
+    os.chmod(path, 0o750)
+    path.write_text("two")  # O_TRUNC
+    assert oct(path.stat().st_mode & 0o777) == "0o750"
+    assert s3.head_object(Bucket=mounted.bucket, Key="keep-mode.sh")["Metadata"]["mode"] == "750"
+    assert s3_bytes(s3, mounted.bucket, "keep-mode.sh") == b"two"

@@ -1,6 +1,6 @@
 """Storage benchmarks and an MPI job run unmodified on a real mount, checked for correctness.
 
-fio (Debian ``fio``) and an mpi4py job under ``mpirun``
+fio (Debian ``fio``), bonnie++ (Debian ``bonnie++``) and an mpi4py job under ``mpirun``
 (Debian ``openmpi-bin``, PyPI ``mpi4py``) each skip with the reason when missing. Sizes are
 small: these check that the programs work on the mount, not how fast.
 """
@@ -55,6 +55,30 @@ def test_fio_sequential_write_then_read_verify(mounted: MountProcess, s3) -> Non
     assert job.get("total_err", 0) == 0
     head = s3.head_object(Bucket=mounted.bucket, Key="fio/seqverify.0.0")
     assert head["ContentLength"] == 8 * 1024 * 1024
+
+
+@pytest.mark.timeout(240)
+def test_bonnie_completes(mounted: MountProcess) -> None:
+    """Block write, rewrite, block read and the seek phase, whose threads open, read and
+    rewrite one file at once (-f: no per-character phase, whose single-byte writes take
+    minutes through FUSE; -n 0: no phase of 1024+ small files). Twice (-x 2), each run
+    bounded by a timeout so that a hang fails the test instead of stalling the suite."""
+    bonnie = need("bonnie++", "bonnie++")
+    directory = mounted.path / "bonnie"
+    directory.mkdir()
+    as_root = ["-u", "root"] if os.geteuid() == 0 else []  # bonnie++ refuses root without it
+    try:
+        result = run([bonnie, "-d", str(directory), "-s", "8M", "-r", "4", "-n", "0", "-f",
+                      *as_root, "-x", "2", "-q"], timeout=180)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"bonnie++ hung: {exc}\n{mounted.log()}")
+    assert result.returncode == 0, (result.stdout, result.stderr, mounted.log())
+    assert result.stderr.strip() == "", result.stderr  # e.g. "Can't sync file."
+    lines = [line for line in result.stdout.splitlines()
+             if line.count(",") > 10 and not line.startswith("format_version")]
+    assert len(lines) == 2, result.stdout  # one CSV result line per run
+    assert all(line.split(",")[5] == "8M" for line in lines)
+    assert list(directory.iterdir()) == []  # bonnie++ removed its files again
 
 
 def mpirun_argv() -> list[str]:
