@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backends.errors import StorageError
 from gateway.cache.tier import CacheTier
+from gateway.cluster.node import describe_single
 from gateway.components import Components
 from gateway.s3api.endpoint import S3Endpoint
 from gateway.s3api.errors import s3_error_for
@@ -42,8 +43,9 @@ class S3Dispatcher:
         await response(scope, receive, send)
 
 
-def build_app(components: Components) -> S3Dispatcher:
-    """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace."""
+def build_app(components: Components) -> ASGIApp:
+    """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace
+    (behind the cluster layer when peers are configured)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -70,6 +72,10 @@ def build_app(components: Components) -> S3Dispatcher:
     async def status() -> JSONResponse:
         return JSONResponse(components.status())
 
+    @app.get("/_squall/cluster")
+    async def cluster() -> JSONResponse:  # with peers, the cluster layer answers instead
+        return JSONResponse(describe_single())
+
     creds = components.credentials
 
     def secret_for(key: str) -> str | None:
@@ -92,7 +98,10 @@ def build_app(components: Components) -> S3Dispatcher:
         return StreamingResponse(sync_progress(components.cache, bucket),
                                  media_type="application/x-ndjson")
 
-    return S3Dispatcher(app, endpoint)
+    dispatcher = S3Dispatcher(app, endpoint)
+    if components.cluster is not None:
+        return components.cluster.asgi(dispatcher, domain=components.settings.domain)
+    return dispatcher
 
 
 async def sync_progress(cache: CacheTier | None, bucket: str | None,
