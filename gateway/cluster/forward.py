@@ -28,7 +28,7 @@ from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.ring import Ring
 from gateway.cluster.transport import PeerTransport
 from gateway.s3api.endpoint import parse_target
-from gateway.s3api.errors import s3_error_for
+from gateway.s3api.errors import InternalError, s3_error_for
 from gateway.s3api.responses import error_response
 
 log = logging.getLogger("squall.cluster")
@@ -141,6 +141,11 @@ class ClusterGateway:
                 scope["query_string"], headers=headers, content=content)
         except StorageError as exc:
             await self._error(scope, receive, send, exc)
+            return
+        except Exception:
+            log.exception("forwarding %s %s to member %d failed", scope["method"],
+                          scope["path"], owner)
+            await self._error(scope, receive, send, InternalError())
             return
         if self._forwarded is not None:
             self._forwarded.labels(str(owner)).inc()

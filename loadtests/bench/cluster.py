@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import secrets
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from gateway.cluster.ring import owner_index
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import ServerProcess, squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
-from loadtests.bench.workloads import Kind, Workload
+from loadtests.bench.workloads import Kind, Unit, Workload
 from loadtests.sigv4 import Signer, load_credentials
 from loadtests.units import format_size, parse_duration, parse_size
 
@@ -85,10 +86,28 @@ class Row:
     policy: str
     workload: Workload
     result: Measurement
+    cpu_s: float  # CPU time all members used for the run (preparation and cleanup too)
 
     @property
     def value(self) -> float:
         return self.result.value(self.workload.unit)
+
+    @property
+    def cpu_ms_per_op(self) -> float:
+        ops = self.result.ops + self.workload.objects
+        return self.cpu_s / ops * 1000 if ops else 0.0
+
+
+def cpu_seconds(pids: Sequence[int | None]) -> float:
+    """User + system CPU time of the processes (Linux /proc), 0 where unknown."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def start_members(count: int, work: Path, env: dict[str, str],
@@ -120,7 +139,7 @@ def workloads(sizes: Sequence[int], clients: int, count: int, duration: float
               ) -> list[Workload]:
     out = []
     for size in sizes:
-        unit = "ops/s" if size < (1 << 20) else "MiB/s"
+        unit: Unit = "ops/s" if size < (1 << 20) else "MiB/s"
         kinds: tuple[Kind, ...] = ("put", "get")
         for kind in kinds:
             out.append(Workload(kind, size, clients, count, duration,
@@ -142,9 +161,11 @@ def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Seque
                 chosen = list(wls) + (list(latency_wls) if count == max(replicas) else [])
                 for wl in chosen:
                     print(f"{count} replica(s), {policy}: {wl.title}", file=sys.stderr)
+                    before = cpu_seconds([s.pid for s in servers])
                     result = asyncio.run(measure(endpoints, signer, wl, policy,
                                                  f"r{count}-{policy}-{wl.key}"))
-                    rows.append(Row(count, policy, wl, result))
+                    used = cpu_seconds([s.pid for s in servers]) - before
+                    rows.append(Row(count, policy, wl, result, used))
         finally:
             for server in servers:
                 server.stop()
@@ -178,8 +199,8 @@ def throughput_table(rows: Sequence[Row], wls: Sequence[Workload]) -> str:
 def forwarding_table(rows: Sequence[Row], wls: Sequence[Workload]) -> str:
     top = max(r.replicas for r in rows)
     head = ("| workload | straight to the owner | via a non-owner | cost "
-            "| p50 owner / non-owner (ms) |")
-    lines = [head, "|---|---:|---:|---:|---:|"]
+            "| p50 owner / non-owner (ms) | members' CPU per op, owner / non-owner (ms) |")
+    lines = [head, "|---|---:|---:|---:|---:|---:|"]
     for wl in wls:
         direct = next((r for r in rows if (r.replicas, r.policy, r.workload)
                        == (top, "owner", wl)), None)
@@ -189,7 +210,8 @@ def forwarding_table(rows: Sequence[Row], wls: Sequence[Workload]) -> str:
             continue
         cost = (1 - hop.value / direct.value) * 100 if direct.value else 0.0
         lines.append(f"| {wl.title} ({wl.unit}) | {_cell(direct)} | {_cell(hop)} | "
-                     f"{cost:.0f}% | {direct.result.p50_ms:.1f} / {hop.result.p50_ms:.1f} |")
+                     f"{cost:.0f}% | {direct.result.p50_ms:.1f} / {hop.result.p50_ms:.1f} | "
+                     f"{direct.cpu_ms_per_op:.2f} / {hop.cpu_ms_per_op:.2f} |")
     return "\n".join(lines)
 
 
