@@ -15,15 +15,15 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from backends.errors import IncompleteBody, StorageError
-from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI
+from backends.errors import StorageError
+from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.ring import Ring
 from gateway.cluster.transport import PeerTransport
@@ -41,19 +41,6 @@ _REQUEST_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"
                            HEADER_BYTES})
 _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"trailer",
                             b"upgrade", b"date"})
-
-
-async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise IncompleteBody("The client closed the connection before sending the "
-                                 "whole body.")
-        chunk = message.get("body", b"")
-        if chunk:
-            yield chunk
-        if not message.get("more_body", False):
-            return
 
 
 class ClusterGateway:
@@ -132,9 +119,9 @@ class ClusterGateway:
         content = None
         if chunked:  # sent on chunked too (no content-length)
             headers = [(n, v) for n, v in headers if n != b"content-length"]
-            content = _request_body(receive)
+            content = request_body(receive)
         elif length not in (None, b"0"):
-            content = _request_body(receive)
+            content = request_body(receive)
         try:
             response = await self._transport.open(
                 owner, scope["method"], scope.get("raw_path") or scope["path"].encode(),

@@ -111,7 +111,8 @@ class HealthMonitor:
         state = self.states[node]
         now = time.time()
         if state.health is not health:
-            log.log(logging.INFO if health is Health.UP else logging.WARNING,
+            quiet = health is Health.UP or state.health is Health.UNKNOWN  # e.g. at start
+            log.log(logging.INFO if quiet else logging.WARNING,
                     "cluster member %d (%s) is %s%s", node, self._ring.members[node],
                     health.value, f": {error}" if error else "")
             state.health, state.since = health, now

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -51,13 +51,18 @@ def _json_response(value: object, status: int = 200) -> Response:
     return Response(wire.dumps(value), status_code=status, media_type="application/json")
 
 
-async def _body(request: Request) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in request.stream():
-            if chunk:
-                yield chunk
-    except ClientDisconnect:
-        raise IncompleteBody("the forwarding member closed the connection") from None
+async def request_body(receive: Receive) -> AsyncIterator[bytes]:
+    """An ASGI request body as it arrives; IncompleteBody if the sender goes away."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise IncompleteBody("The client closed the connection before sending the "
+                                 "whole body.")
+        chunk = message.get("body", b"")
+        if chunk:
+            yield chunk
+        if not message.get("more_body", False):
+            return
 
 
 def hurry_deletions(cache: CacheTier, bucket: str) -> None:
@@ -141,7 +146,7 @@ class PeerAPI:
         meta = wire.meta_from(json.loads(request.headers.get("x-squall-meta") or "{}"))
         md5 = request.headers.get("x-squall-md5")
         info = await self._local.put_object(
-            bucket, key, _body(request), meta=meta,
+            bucket, key, request_body(request.receive), meta=meta,
             content_md5=bytes.fromhex(md5) if md5 else None,
             if_match=request.headers.get("x-squall-if-match"),
             if_none_match=request.headers.get("x-squall-if-none-match"))

@@ -130,12 +130,11 @@ class PeerClient:
             async for chunk in self._transport.body(self.node, response):
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
-                for line in lines:
-                    record = json.loads(line)
-                    info = record.get("info")
-                    overlay.append((record["key"], wire.info_from(info) if info else None))
+                overlay.extend(_record(line) for line in lines)
         finally:
             await response.aclose()
+        if pending.strip():
+            overlay.append(_record(pending))
         return overlay
 
     async def uploads(self, bucket: str, prefix: str) -> UploadsSnapshot:
@@ -152,6 +151,12 @@ class PeerClient:
     async def forget_bucket(self, bucket: str) -> None:
         """The bucket was deleted: the member drops what it cached of it."""
         await self._json("POST", "forget", {"bucket": bucket})
+
+
+def _record(line: bytes) -> tuple[str, ObjectInfo | None]:
+    record = json.loads(line)
+    info = record.get("info")
+    return record["key"], wire.info_from(info) if info else None
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

@@ -48,8 +48,16 @@ class PeerResponse:
     def header(self, name: str) -> str | None:
         return self._response.headers.get(name)
 
-    def chunks(self) -> AsyncIterator[bytes]:
-        return self._response.content.iter_any()
+    async def chunks(self) -> AsyncIterator[bytes]:
+        # Pieces as received (iter_any would join what is buffered: one more copy). Not
+        # iter_chunks: on the shared empty payload of a HEAD answer it never ends.
+        content = self._response.content
+        while True:
+            chunk, _ = await content.readchunk()
+            if chunk:
+                yield chunk
+            elif content.at_eof():
+                return
 
     async def aclose(self) -> None:
         self._response.release()

@@ -197,6 +197,14 @@ def test_requests_through_a_non_owner_arrive_intact(cluster: Cluster, cbucket: s
     url = cluster.clients[0].generate_presigned_url(
         "get_object", Params={"Bucket": cbucket, "Key": key}, ExpiresIn=60)
     assert httpx.get(url).content == big
+    chunked = cluster.key_owned_by(1, cbucket, "chunked")
+    put_url = cluster.clients[0].generate_presigned_url(
+        "put_object", Params={"Bucket": cbucket, "Key": chunked}, ExpiresIn=60)
+
+    def pieces():  # type: ignore[no-untyped-def]
+        yield from (big[i:i + 100_000] for i in range(0, len(big), 100_000))
+    assert httpx.put(put_url, content=pieces()).status_code == 200  # chunked framing
+    assert cluster.clients[2].get_object(Bucket=cbucket, Key=chunked)["Body"].read() == big
     with pytest.raises(ClientError, match="NoSuchKey"):
         cluster.clients[0].get_object(Bucket=cbucket, Key=key + "-missing")
     default = cluster.clients[1].put_object(Bucket=cbucket, Key=key, Body=b"no type")
