@@ -54,7 +54,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     k.add_argument("--node-id", type=int, help="this node's index K in --peers (default: "
                                                "the member whose host is this host's name)")
     k.add_argument("--cluster-secret", help="shared secret authenticating peer traffic "
-                                            "(required with more than one member)")
+                                            "(required with more than one member; prefer "
+                                            "SQUALL_CLUSTER_SECRET: flags show in ps)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 

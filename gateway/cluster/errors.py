@@ -10,9 +10,10 @@ class MemberUnavailable(ServiceUnavailable):
     """A cluster member is unreachable; the keys it owns are unavailable until it returns."""
 
     def __init__(self, node_id: int, url: str, reason: str) -> None:
-        super().__init__(f"cluster member {node_id} ({url}), the owner, is unavailable: "
-                         f"{reason}. Its keys are unavailable until it returns; other "
-                         "keys are served normally.", resource=url)
+        super().__init__(f"cluster member {node_id} ({url}) is unavailable ({reason}): "
+                         "the keys it owns, and listings that must include them, are "
+                         "unavailable until it returns; other keys are served normally.",
+                         resource=url)
         self.node_id = node_id
         self.url = url
         self.reason = reason

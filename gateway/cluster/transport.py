@@ -114,9 +114,12 @@ class PeerTransport:
         attempts = 1 if content is not None else 2
         for attempt in range(attempts):
             try:
+                # A body waits for "100 Continue": a member that refuses the request
+                # first (a bad signature, no such bucket) answers before any of it is
+                # sent, and the answer is not lost to a reset connection.
                 response = await self._client().request(
                     method, url, headers=sent, data=content, allow_redirects=False,
-                    timeout=request_timeout, compress=None)
+                    timeout=request_timeout, compress=None, expect100=content is not None)
                 return PeerResponse(response)
             except TRANSPORT_ERRORS as exc:
                 if isinstance(exc, _STALE) and attempt + 1 < attempts:

@@ -211,3 +211,18 @@ def test_requests_through_a_non_owner_arrive_intact(cluster: Cluster, cbucket: s
     assert default["ETag"]
     assert cluster.clients[0].head_object(Bucket=cbucket, Key=key)["ContentType"] == \
         "binary/octet-stream"
+
+
+def test_the_owner_checks_the_client_signature(cluster: Cluster, cbucket: str) -> None:
+    key = cluster.key_owned_by(2, cbucket, "signed")
+    wrong = boto3.client("s3", endpoint_url=cluster.nodes[0].endpoint,
+                         aws_access_key_id=ACCESS_KEY, aws_secret_access_key="not-the-secret",
+                         region_name="us-east-1", config=Config(
+                             s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    for body in (b"small", os.urandom(3 * 1024 * 1024)):
+        with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+            wrong.put_object(Bucket=cbucket, Key=key, Body=body)
+    with pytest.raises(ClientError, match="403"):
+        wrong.head_object(Bucket=cbucket, Key=key)
+    cluster.clients[0].put_object(Bucket=cbucket, Key=key, Body=b"fine")
+    assert cluster.clients[0].get_object(Bucket=cbucket, Key=key)["Body"].read() == b"fine"
