@@ -12,11 +12,12 @@ from dataclasses import asdict
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backends.base import ElasticBackend
 from backends.errors import StorageError
 from gateway.cache.tier import CacheTier
+from gateway.cluster.node import describe_single
 from gateway.components import Components
 from gateway.s3api.endpoint import S3Endpoint
 from gateway.s3api.errors import s3_error_for
@@ -44,8 +45,9 @@ class S3Dispatcher:
         await response(scope, receive, send)
 
 
-def build_app(components: Components) -> S3Dispatcher:
-    """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace."""
+def build_app(components: Components) -> ASGIApp:
+    """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace
+    (behind the cluster layer when peers are configured)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,6 +73,10 @@ def build_app(components: Components) -> S3Dispatcher:
     @app.get("/_squall/status")
     async def status() -> JSONResponse:
         return JSONResponse(components.status())
+
+    @app.get("/_squall/cluster")
+    async def cluster() -> JSONResponse:  # with peers, the cluster layer answers instead
+        return JSONResponse(describe_single())
 
     creds = components.credentials
 
@@ -148,7 +154,10 @@ def build_app(components: Components) -> S3Dispatcher:
         elastic.set_next_size(size)
         return JSONResponse({"next_size_bytes": size})
 
-    return S3Dispatcher(app, endpoint)
+    dispatcher = S3Dispatcher(app, endpoint)
+    if components.cluster is not None:
+        return components.cluster.asgi(dispatcher, domain=components.settings.domain)
+    return dispatcher
 
 
 async def sync_progress(cache: CacheTier | None, bucket: str | None,

@@ -58,6 +58,14 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="N: size of the backing storage in GB")
     m.add_argument("--cost-cache-bandwidth-mb-s", type=float,
                    help="B_c: bandwidth of the cache device in MB/s")
+    k = p.add_argument_group("cluster (see docs/cluster.md)")
+    k.add_argument("--peers", help="ordered member list URL0,URL1,... (every member gets "
+                                   "the same list); each key is owned by one member")
+    k.add_argument("--node-id", type=int, help="this node's index K in --peers (default: "
+                                               "the member whose host is this host's name)")
+    k.add_argument("--cluster-secret", help="shared secret authenticating peer traffic "
+                                            "(required with more than one member; prefer "
+                                            "SQUALL_CLUSTER_SECRET: flags show in ps)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 

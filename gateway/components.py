@@ -1,6 +1,6 @@
 """The composition root: the storage stack and services, built once from Settings.
 
-backend (posix | ...) -> [ThrottledBackend] -> [CacheTier] -> ObjectService
+backend (posix | ...) -> [ThrottledBackend] -> [CacheTier] -> [ClusterBackend] -> ObjectService
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from gateway.cache.settings import (
 from gateway.cache.throttle import ThrottledBackend
 from gateway.cache.tier import CacheTier
 from gateway.cache.units import parse_rate, parse_size
+from gateway.cluster.node import ClusterNode
+from gateway.cluster.settings import cluster_settings
 from gateway.cost.meter import CostMeter, sample_from_status
 from gateway.credentials import Credentials
 from gateway.metrics import Metrics
@@ -41,6 +43,7 @@ class Components:
     cost: CostMeter | None = None
     throttle: ThrottledBackend | None = None
     store: Backend | None = None  # the persistent backend itself, below every wrapper
+    cluster: ClusterNode | None = None
     started: float = field(default_factory=time.time)
     ready: bool = False
 
@@ -49,12 +52,16 @@ class Components:
             await self.cache.start()
         if self.cost is not None:
             await self.cost.start()
+        if self.cluster is not None:
+            await self.cluster.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
         if self.cost is not None:
             await self.cost.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         await self.backend.aclose()
 
     def status(self) -> dict[str, Any]:
@@ -78,6 +85,10 @@ class Components:
         if self.cost is not None:
             status["cost_agbs"] = self.cost.cost_agbs()
             status["cost"] = self.cost.status()
+        if self.cluster is not None:
+            status["cluster"] = {"node_id": self.cluster.ring.self_index,
+                                 "members": len(self.cluster.ring.members),
+                                 "ring_id": self.cluster.ring.id}
         return status
 
 
@@ -157,6 +168,15 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                          or (volume_bandwidth or 0) / 1e6)
         cost.register_metrics(metrics.registry)
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
-    return Components(settings=settings, credentials=credentials, backend=backend,
-                      service=ObjectService(backend), metrics=metrics, cache=cache,
-                      cost=cost, throttle=throttle, store=store)
+    cluster = None
+    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret)
+    if clustering is not None:
+        cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
+        backend = cluster.backend
+    components = Components(settings=settings, credentials=credentials, backend=backend,
+                            service=ObjectService(backend), metrics=metrics, cache=cache,
+                            cost=cost, throttle=throttle, cluster=cluster,
+                            store=store)
+    if cluster is not None:
+        cluster.ready = lambda: components.ready
+    return components

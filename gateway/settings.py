@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cache.units import parse_rate, parse_size
+from gateway.cluster.settings import check_peers, split_peers
 
 DEFAULT_PORT = 9000
 
@@ -81,6 +82,12 @@ class Settings(BaseSettings):
     # device's bandwidth in MB/s (B_b is --backend-bandwidth).
     cost_backend_size_gb: float = Field(default=0.0, ge=0)
     cost_cache_bandwidth_mb_s: float = Field(default=0.0, ge=0)
+    # Cluster (docs/cluster.md): the ordered member URLs (``SQUALL_PEERS`` and --peers take
+    # them comma-separated), this node's index among them (default: found by host name),
+    # and the secret that authenticates peer traffic.
+    peers: list[str] = Field(default_factory=list)
+    node_id: int | None = Field(default=None, ge=0)
+    cluster_secret: str | None = None
 
     @field_validator("listen")
     @classmethod
@@ -108,6 +115,16 @@ class Settings(BaseSettings):
         if value is not None:
             BackendSpec.parse(value)
         return value
+
+    @field_validator("peers", mode="before")
+    @classmethod
+    def _split_peers(cls, value: object) -> object:
+        return split_peers(value)
+
+    @field_validator("peers")
+    @classmethod
+    def _check_peers(cls, value: list[str]) -> list[str]:
+        return check_peers(value)
 
     @property
     def listen_address(self) -> ListenAddress:

@@ -1,0 +1,280 @@
+"""ClusterBackend: the storage stack as seen by a cluster member.
+
+Sits between ObjectService and this node's cache tier (``local``). Key operations on a
+key this node owns go to ``local``; on any other key they go to the key's owner through
+the peer protocol (so the source of a copy owned elsewhere, or a key deleted by a
+DeleteObjects served here, is read or changed where its newest state lives). Listings
+merge the shared backend (through ``local``) with every member's unflushed records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from backends.base import (
+    Backend,
+    BucketInfo,
+    CompletedPart,
+    CopyingBackend,
+    MultipartBackend,
+    ObjectInfo,
+    ObjectMeta,
+    ObjectStream,
+    PartInfo,
+    RangeRequest,
+    UploadInfo,
+)
+from backends.errors import NotImplementedByBackend, PreconditionFailed
+from gateway.cache.listing import merge_sorted
+from gateway.cache.tier import CacheTier
+from gateway.cluster.peer_api import hurry_deletions
+from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
+from gateway.cluster.ring import Ring
+
+log = logging.getLogger("squall.cluster")
+T = TypeVar("T")
+
+
+async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Run ``calls`` at once; if any fails, raise the first failure (after all ended)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
+
+
+class ClusterBackend:
+    """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers."""
+
+    def __init__(self, local: Backend, ring: Ring, peers: dict[int, PeerClient]) -> None:
+        self._local = local
+        self._ring = ring
+        self._peers = peers
+        self._known_buckets: set[str] = set()
+        # Peers' unflushed records fetched by the listing running in a task, reused when
+        # that listing restarts past a common prefix (see iter_objects).
+        self._snapshots: weakref.WeakKeyDictionary[
+            asyncio.Task[object], dict[tuple[str, str], tuple[str, Overlay]]] = \
+            weakref.WeakKeyDictionary()
+
+    @property
+    def local(self) -> Backend:
+        return self._local
+
+    def owner_of(self, bucket: str, key: str) -> PeerClient | None:
+        """The peer owning ``key``, None if this node does."""
+        if self._ring.owns(bucket, key):
+            return None
+        return self._peers[self._ring.owner(bucket, key)]
+
+    def forget_bucket(self, bucket: str) -> None:
+        """Another member deleted ``bucket``: check it again before the next write."""
+        self._known_buckets.discard(bucket)
+
+    async def _check_bucket(self, bucket: str) -> None:
+        # The cache tier remembers buckets it has seen; a bucket deleted through another
+        # member must be looked up again, or a write to it would be acknowledged.
+        if bucket not in self._known_buckets:
+            await self._local.head_bucket(bucket)
+            self._known_buckets.add(bucket)
+
+    def _wrote_remotely(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._snapshots.pop(task, None)
+
+    async def _on_peers(self, call: Callable[[PeerClient], Awaitable[T]]) -> list[T]:
+        return await gather_all([call(p) for p in self._peers.values()])
+
+    # -- buckets -----------------------------------------------------------------------
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await self._local.list_buckets()
+
+    async def create_bucket(self, bucket: str) -> BucketInfo:
+        info = await self._local.create_bucket(bucket)
+        self._known_buckets.add(bucket)
+        return info
+
+    async def head_bucket(self, bucket: str) -> BucketInfo:
+        return await self._local.head_bucket(bucket)
+
+    async def delete_bucket(self, bucket: str) -> None:
+        """Refused while any member holds live unflushed objects or uploads in the
+        bucket; every member's pending deletions reach the backend first."""
+        await self._local.head_bucket(bucket)
+        await self._on_peers(lambda p: p.drain_bucket(bucket))
+        if isinstance(self._local, CacheTier):
+            hurry_deletions(self._local, bucket)
+        await self._local.delete_bucket(bucket)
+        self._known_buckets.discard(bucket)
+        results = await asyncio.gather(*(p.forget_bucket(bucket) for p in self._peers.values()),
+                                       return_exceptions=True)
+        for peer, result in zip(self._peers.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("cluster member %d did not hear that bucket %s was deleted: %s",
+                            peer.node, bucket, result)
+
+    # -- objects -----------------------------------------------------------------------
+    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+                         meta: ObjectMeta, content_md5: bytes | None = None,
+                         if_match: str | None = None, if_none_match: str | None = None,
+                         size_hint: int | None = None) -> ObjectInfo:
+        owner = self.owner_of(bucket, key)
+        if owner is not None:
+            self._wrote_remotely()
+            return await owner.put_object(bucket, key, body, meta=meta,
+                                          content_md5=content_md5, if_match=if_match,
+                                          if_none_match=if_none_match)
+        await self._check_bucket(bucket)
+        if isinstance(self._local, CacheTier):
+            return await self._local.put_object(bucket, key, body, meta=meta,
+                                                content_md5=content_md5, if_match=if_match,
+                                                if_none_match=if_none_match,
+                                                size_hint=size_hint)
+        return await self._local.put_object(bucket, key, body, meta=meta,
+                                            content_md5=content_md5, if_match=if_match,
+                                            if_none_match=if_none_match)
+
+    async def get_object(self, bucket: str, key: str, *,
+                         byte_range: RangeRequest | None = None) -> ObjectStream:
+        owner = self.owner_of(bucket, key)
+        if owner is not None:
+            return await owner.get_object(bucket, key, byte_range=byte_range)
+        return await self._local.get_object(bucket, key, byte_range=byte_range)
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        owner = self.owner_of(bucket, key)
+        if owner is not None:
+            return await owner.head_object(bucket, key)
+        return await self._local.head_object(bucket, key)
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        owner = self.owner_of(bucket, key)
+        if owner is not None:
+            self._wrote_remotely()
+            await owner.delete_object(bucket, key)
+            return
+        await self._check_bucket(bucket)
+        await self._local.delete_object(bucket, key)
+
+    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
+        owner = self.owner_of(bucket, key)
+        if owner is not None:
+            self._wrote_remotely()
+            return await owner.replace_metadata(bucket, key, meta)
+        return await self._local.replace_metadata(bucket, key, meta)
+
+    async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
+                          dst_key: str, *, meta: ObjectMeta,
+                          src_etag: str | None = None) -> ObjectInfo:
+        """Within this node's keys: the local copy; otherwise the source is streamed
+        from its owner (through this node) into the destination's owner."""
+        if self._ring.owns(src_bucket, src_key) and self._ring.owns(dst_bucket, dst_key) \
+                and isinstance(self._local, CopyingBackend):
+            await self._check_bucket(dst_bucket)
+            return await self._local.copy_object(src_bucket, src_key, dst_bucket, dst_key,
+                                                 meta=meta, src_etag=src_etag)
+        async with await self.get_object(src_bucket, src_key) as stream:
+            if src_etag is not None and stream.info.etag != src_etag.strip('"'):
+                raise PreconditionFailed()
+            return await self.put_object(dst_bucket, dst_key, aiter(stream), meta=meta,
+                                         size_hint=stream.info.size)
+
+    async def iter_objects(self, bucket: str, *, prefix: str = "",
+                           start_after: str = "") -> AsyncIterator[ObjectInfo]:
+        """The local listing (backend + this node's cache) merged with the peers'
+        unflushed records, which are fetched *before* the backend is read: a record
+        flushed in between is then found in the backend."""
+        overlay = await self._peer_overlay(bucket, prefix, start_after)
+        inner = self._local.iter_objects(bucket, prefix=prefix, start_after=start_after)
+        async for info in merge_sorted(overlay, inner, lambda i: i.key):
+            yield info
+
+    async def _peer_overlay(self, bucket: str, prefix: str, start_after: str) -> Overlay:
+        if not self._peers:
+            return []
+        # S3 listing restarts the iteration past every common prefix; within one request
+        # (one task) the snapshot taken before its first backend read stays valid.
+        task = asyncio.current_task()
+        cached = self._snapshots.get(task) if task is not None else None
+        taken = cached.get((bucket, prefix)) if cached is not None else None
+        if taken is not None and start_after >= taken[0]:
+            overlay = taken[1]
+            return overlay[bisect.bisect_right(overlay, start_after, key=lambda p: p[0]):]
+        snapshots = await self._on_peers(lambda p: p.dirty(bucket, prefix, start_after))
+        overlay = merge_overlays(self._ring, bucket, snapshots,
+                                 [p.node for p in self._peers.values()])
+        if task is not None:
+            self._snapshots.setdefault(task, {})[(bucket, prefix)] = (start_after, overlay)
+        return overlay
+
+    # -- multipart (uploads belong to the key's owner; requests are forwarded there) ----
+    def _multipart(self) -> MultipartBackend:
+        if not isinstance(self._local, MultipartBackend):
+            raise NotImplementedByBackend("This backend does not support multipart uploads.")
+        return self._local
+
+    async def create_multipart_upload(self, bucket: str, key: str, *,
+                                      meta: ObjectMeta) -> UploadInfo:
+        await self._check_bucket(bucket)
+        return await self._multipart().create_multipart_upload(bucket, key, meta=meta)
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                          body: AsyncIterator[bytes], *,
+                          content_md5: bytes | None = None) -> PartInfo:
+        return await self._multipart().upload_part(bucket, key, upload_id, part_number, body,
+                                                   content_md5=content_md5)
+
+    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
+        return await self._multipart().list_parts(bucket, key, upload_id)
+
+    async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
+                                        parts: Sequence[CompletedPart], *,
+                                        if_match: str | None = None,
+                                        if_none_match: str | None = None) -> ObjectInfo:
+        await self._check_bucket(bucket)
+        return await self._multipart().complete_multipart_upload(
+            bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
+
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        await self._multipart().abort_multipart_upload(bucket, key, upload_id)
+
+    async def iter_multipart_uploads(self, bucket: str, *,
+                                     prefix: str = "") -> AsyncIterator[UploadInfo]:
+        snapshots: list[UploadsSnapshot] = await self._on_peers(
+            lambda p: p.uploads(bucket, prefix))
+        theirs = sorted(((u.key, u.initiated, u.upload_id), u)
+                        for s in snapshots for u in s.uploads)
+        cached = {u.upload_id for s in snapshots for u in s.uploads}
+        hidden_ids = set().union(*(s.hidden_ids for s in snapshots))
+        hidden_keys = set().union(*(s.hidden_keys for s in snapshots))
+        inner = self._multipart().iter_multipart_uploads(bucket, prefix=prefix)
+        async for info in merge_sorted(theirs, inner,
+                                       lambda u: (u.key, u.initiated, u.upload_id)):
+            # Backend uploads the peers' flushers opened are theirs, not the client's.
+            if info.upload_id in hidden_ids or (info.key in hidden_keys
+                                                and info.upload_id not in cached):
+                continue
+            yield info
+
+    async def aclose(self) -> None:
+        await self._local.aclose()
+
+
+def merge_overlays(ring: Ring, bucket: str, snapshots: Sequence[Overlay],
+                   nodes: Sequence[int]) -> Overlay:
+    """One sorted overlay from several members'. Keys have one owner, so they rarely
+    meet; when they do (records left from an earlier member list), the owner's wins."""
+    chosen: dict[str, tuple[bool, ObjectInfo | None]] = {}
+    for node, snapshot in zip(nodes, snapshots, strict=True):
+        for key, info in snapshot:
+            is_owner = ring.owner(bucket, key) == node
+            if key not in chosen or (is_owner and not chosen[key][0]):
+                chosen[key] = (is_owner, info)
+    return sorted(((k, v[1]) for k, v in chosen.items()), key=lambda p: p[0])

@@ -1,0 +1,66 @@
+"""Client-side routing: send each request straight to the key's owner.
+
+``GET /_squall/cluster`` on any member returns the ring; :func:`owner_url` computes the
+owner of a key from it exactly as the members do (:mod:`gateway.cluster.ring`). Requests
+sent elsewhere still work (the member forwards them), one hop slower. Clients must be
+able to reach the member URLs (inside the cluster network). Standard library only.
+
+    ring = fetch_ring("http://squall-0.squall-headless:9000")
+    url = owner_url(ring, "bucket", "path/to/key")
+
+    s3 = boto3.client("s3", endpoint_url=..., config=Config(s3={"addressing_style": "path"}))
+    route_to_owners(s3, ring)  # every object request of this client goes to the owner
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.cluster.ring import HASH_NAME, owner_index
+
+CLUSTER_PATH = "/_squall/cluster"
+
+
+def fetch_ring(endpoint: str, *, timeout: float = 5.0) -> dict[str, Any]:
+    """The ring as a member at ``endpoint`` reports it (members empty: no cluster)."""
+    with urllib.request.urlopen(endpoint.rstrip("/") + CLUSTER_PATH, timeout=timeout) as r:
+        ring: dict[str, Any] = json.loads(r.read())
+    if ring.get("members") and ring.get("hash") != HASH_NAME:
+        raise ValueError(f"unknown ring hash {ring.get('hash')!r} (this client knows "
+                         f"{HASH_NAME!r})")
+    return ring
+
+
+def owner_url(ring: Mapping[str, Any], bucket: str, key: str, *,
+              default: str | None = None) -> str:
+    """The base URL of the member owning ``(bucket, key)``; ``default`` (the endpoint the
+    ring came from) for a gateway without peers."""
+    members = [str(m["url"]) for m in ring.get("members", [])]
+    if not members:
+        if default is None:
+            raise ValueError("the ring has no members (a single gateway): pass default=")
+        return default
+    return members[owner_index(members, bucket, key)]
+
+
+def route_to_owners(s3_client: Any, ring: Mapping[str, Any]) -> None:
+    """Make a boto3 S3 client (path-style addressing) send every object-level request to
+    the key's owner; bucket-level requests keep the client's endpoint."""
+    if not ring.get("members"):
+        return
+
+    def to_owner(request: Any, **_: Any) -> None:
+        parts = urllib.parse.urlsplit(request.url)
+        bucket, _, key = parts.path.lstrip("/").partition("/")
+        if not bucket or not key:
+            return
+        owner = owner_url(ring, urllib.parse.unquote(bucket), urllib.parse.unquote(key))
+        request.url = urllib.parse.urlunsplit(
+            parts._replace(scheme=urllib.parse.urlsplit(owner).scheme,
+                           netloc=urllib.parse.urlsplit(owner).netloc))
+
+    s3_client.meta.events.register("before-sign.s3", to_owner)

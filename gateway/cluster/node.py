@@ -1,0 +1,111 @@
+"""One cluster member: its ring, peer connections, health checks, storage wrapper and
+ASGI layer, built from ClusterSettings by the composition root."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp
+
+from backends.base import Backend
+from gateway.cache.tier import CacheTier
+from gateway.cluster.backend import ClusterBackend
+from gateway.cluster.forward import ClusterGateway
+from gateway.cluster.health import HealthMonitor
+from gateway.cluster.peer_api import PeerAPI
+from gateway.cluster.peerauth import PeerAuth
+from gateway.cluster.remote import PeerClient
+from gateway.cluster.ring import HASH_NAME, Ring
+from gateway.cluster.settings import ClusterSettings
+from gateway.cluster.transport import PeerTransport
+
+log = logging.getLogger("squall.cluster")
+RING_FORMAT = 1
+
+
+class ClusterNode:
+    """Everything this member runs for the cluster; ``backend`` replaces ``local`` as the
+    top of the storage stack. Started and stopped by the application lifespan."""
+
+    def __init__(self, settings: ClusterSettings, local: Backend, cache: CacheTier | None,
+                 *, registry: CollectorRegistry | None = None) -> None:
+        ring = settings.ring
+        self.ring = ring
+        self._cache = cache
+        self._registry = registry
+        self.auth = PeerAuth(settings.secret, ring_id=ring.id, self_index=ring.self_index,
+                             max_skew_s=settings.max_skew_s)
+        self.transport = PeerTransport(settings, self.auth)
+        peers = {i: PeerClient(self.transport, i) for i in range(len(ring.members))
+                 if i != ring.self_index}
+        self.backend = ClusterBackend(local, ring, peers)
+        self.health = HealthMonitor(ring, self.transport, interval_s=settings.health_interval_s,
+                                    registry=registry)
+        self.peer_api = PeerAPI(local, cache, ring, self.auth, self.backend.forget_bucket)
+        self.ready: Callable[[], bool] = lambda: True
+
+    async def start(self) -> None:
+        if self._cache is not None:
+            await hand_off(self._cache, self.ring)
+        self.health.start()
+
+    async def stop(self) -> None:
+        await self.health.stop()
+        await self.transport.aclose()
+
+    def asgi(self, inner: ASGIApp, *, domain: str | None) -> ClusterGateway:
+        return ClusterGateway(inner, ring=self.ring, auth=self.auth, transport=self.transport,
+                              peer_api=self.peer_api, describe=self.describe, domain=domain,
+                              registry=self._registry)
+
+    def describe(self) -> dict[str, Any]:
+        """``GET /_squall/cluster``: the ring, enough to compute owners, and health."""
+        members = []
+        for index, url in enumerate(self.ring.members):
+            member: dict[str, Any] = {"node_id": index, "url": url,
+                                      "self": index == self.ring.self_index}
+            if index == self.ring.self_index:
+                member.update(health="up" if self.ready() else "starting", since=None,
+                              last_ok=time.time(), error=None, latency_ms=0.0)
+            else:
+                member.update(self.health.describe(index))
+            members.append(member)
+        return {"format": RING_FORMAT, "hash": HASH_NAME, "ring_id": self.ring.id,
+                "node_id": self.ring.self_index, "members": members}
+
+
+def describe_single() -> dict[str, Any]:
+    """``GET /_squall/cluster`` of a gateway started without peers: no ring."""
+    return {"format": RING_FORMAT, "hash": HASH_NAME, "ring_id": None, "node_id": None,
+            "members": []}
+
+
+async def hand_off(cache: CacheTier, ring: Ring) -> None:
+    """Before serving: records of keys this node no longer owns (the member list
+    changed) are dropped when clean (the owner may change the key) and flushed at once
+    when dirty. See docs/cluster.md, "Changing the member list"."""
+    store = cache.store
+    buckets = [b.name for b in await cache.list_buckets()]
+    dropped = urgent = 0
+    for bucket in buckets:
+        for key in list(store.entries_of(bucket)):
+            if ring.owns(bucket, key):
+                continue
+            async with store.keys.hold((bucket, key)):
+                entry = store.get(bucket, key)
+                if entry is None:
+                    continue
+                if entry.dirty:
+                    store.urgent.add(entry.bk)
+                    urgent += 1
+                else:
+                    await store.commit(entry.bk, None, sync=False)
+                    dropped += 1
+    if dropped or urgent:
+        store.changed()
+        log.warning("cluster: %d cached records of keys other members own were dropped, "
+                    "%d unflushed ones are being flushed now", dropped, urgent)

@@ -1,0 +1,222 @@
+"""The serving side of the peer protocol: ``/_squall/peer/*``, HMAC-authenticated.
+
+Object operations run on this node's own storage stack (the cache tier, or the backend
+without one) and only for keys this node owns; listings export what this node holds
+unflushed. Errors travel as JSON in the ``x-squall-error`` header with their status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from backends.base import Backend, RangeRequest
+from backends.errors import BucketNotEmpty, IncompleteBody, ServiceUnavailable, StorageError
+from gateway.cache.tier import CacheTier
+from gateway.cluster import wire
+from gateway.cluster.errors import PeerAuthFailed
+from gateway.cluster.peerauth import HEADER, PeerAuth
+from gateway.cluster.ring import Ring
+from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
+from gateway.s3api.responses import ObjectStreamResponse
+
+log = logging.getLogger("squall.cluster")
+PATH_PREFIX = "/_squall/peer/"
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _param(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if value is None:
+        raise InvalidArgument(f"peer request without {name!r}")
+    return value
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise InvalidArgument(f"peer request with a bad {name!r}")
+    return int(value)
+
+
+def _json_response(value: object, status: int = 200) -> Response:
+    return Response(wire.dumps(value), status_code=status, media_type="application/json")
+
+
+async def request_body(receive: Receive) -> AsyncIterator[bytes]:
+    """An ASGI request body as it arrives; IncompleteBody if the sender goes away."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise IncompleteBody("The client closed the connection before sending the "
+                                 "whole body.")
+        chunk = message.get("body", b"")
+        if chunk:
+            yield chunk
+        if not message.get("more_body", False):
+            return
+
+
+def hurry_deletions(cache: CacheTier, bucket: str) -> None:
+    """Flush the bucket's pending deletions before anything else (a DeleteBucket waits)."""
+    store = cache.store
+    store.urgent.update(e.bk for e in store.dirty_entries(bucket) if e.deleted)
+    store.changed()
+
+
+class PeerAPI:
+    """ASGI app for ``/_squall/peer/*``.
+
+    ``local`` is this node's storage under the cluster layer; ``cache`` its cache tier
+    (None without one); ``forget_bucket`` is told when another member deleted a bucket.
+    """
+
+    def __init__(self, local: Backend, cache: CacheTier | None, ring: Ring, auth: PeerAuth,
+                 forget_bucket: Callable[[str], None]) -> None:
+        self._local = local
+        self._cache = cache
+        self._ring = ring
+        self._auth = auth
+        self._forget = forget_bucket
+        self._routes: dict[tuple[str, str], Handler] = {
+            ("GET", "object"): self.get_object,
+            ("HEAD", "object"): self.head_object,
+            ("PUT", "object"): self.put_object,
+            ("DELETE", "object"): self.delete_object,
+            ("POST", "metadata"): self.replace_metadata,
+            ("GET", "dirty"): self.dirty,
+            ("GET", "uploads"): self.uploads,
+            ("POST", "drain"): self.drain,
+            ("POST", "forget"): self.forget,
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            marker = request.headers.get(HEADER)
+            if marker is None:
+                raise PeerAuthFailed("Peer endpoints need the cluster peer signature.")
+            self._auth.verify(scope["method"], scope.get("raw_path") or b"",
+                              scope["query_string"], marker)
+            handler = self._routes.get((scope["method"], scope["path"][len(PATH_PREFIX):]))
+            if handler is None:
+                raise InvalidArgument(f"no peer operation {scope['method']} {scope['path']}")
+            response = await handler(request)
+        except Exception as exc:
+            if not isinstance(exc, StorageError):
+                log.exception("peer request %s %s failed", scope["method"], scope["path"])
+                exc = InternalError()
+            spec, _ = s3_error_for(exc)
+            response = Response(b"", status_code=spec.status,
+                                headers={wire.ERROR_HEADER: wire.dumps(wire.error_to(exc))})
+        await response(scope, receive, send)
+
+    def _owned(self, request: Request) -> tuple[str, str]:
+        bucket, key = _param(request, "bucket"), _param(request, "key")
+        if not self._ring.owns(bucket, key):
+            raise ServiceUnavailable(f"cluster member {self._ring.self_index} does not own "
+                                     f"{bucket}/{key}")
+        return bucket, key
+
+    # -- objects -----------------------------------------------------------------------
+    async def head_object(self, request: Request) -> Response:
+        info = await self._local.head_object(*self._owned(request))
+        return Response(b"", headers={wire.INFO_HEADER: wire.dumps(wire.to_json(info))})
+
+    async def get_object(self, request: Request) -> Response:
+        bucket, key = self._owned(request)
+        first, last, suffix = (_int_param(request, n) for n in ("first", "last", "suffix"))
+        byte_range = None
+        if first is not None or last is not None or suffix is not None:
+            byte_range = RangeRequest(first, last, suffix)
+        stream = await self._local.get_object(bucket, key, byte_range=byte_range)
+        return ObjectStreamResponse(stream, status=200, headers={
+            wire.INFO_HEADER: wire.dumps(wire.to_json(stream.info))})
+
+    async def put_object(self, request: Request) -> Response:
+        bucket, key = self._owned(request)
+        meta = wire.meta_from(json.loads(request.headers.get("x-squall-meta") or "{}"))
+        md5 = request.headers.get("x-squall-md5")
+        info = await self._local.put_object(
+            bucket, key, request_body(request.receive), meta=meta,
+            content_md5=bytes.fromhex(md5) if md5 else None,
+            if_match=request.headers.get("x-squall-if-match"),
+            if_none_match=request.headers.get("x-squall-if-none-match"))
+        return _json_response(wire.to_json(info))
+
+    async def delete_object(self, request: Request) -> Response:
+        await self._local.delete_object(*self._owned(request))
+        return _json_response(None)
+
+    async def replace_metadata(self, request: Request) -> Response:
+        bucket, key = self._owned(request)
+        meta = wire.meta_from(json.loads(await request.body()))
+        info = await self._local.replace_metadata(bucket, key, meta)
+        return _json_response(wire.to_json(info))
+
+    # -- listings and buckets ----------------------------------------------------------
+    async def dirty(self, request: Request) -> Response:
+        """NDJSON, sorted by key: this node's unflushed records in the range, taken now
+        (before the caller reads the backend; see docs/cluster.md)."""
+        bucket = _param(request, "bucket")
+        prefix = request.query_params.get("prefix", "")
+        after = request.query_params.get("start_after", "")
+        entries = self._cache.store.entries_of(bucket) if self._cache is not None else {}
+        snapshot = sorted((k, e) for k, e in list(entries.items())
+                          if e.dirty and k.startswith(prefix) and k > after)
+
+        async def lines() -> AsyncIterator[bytes]:
+            batch: list[str] = []
+            for key, entry in snapshot:
+                info = None if entry.deleted else wire.to_json(entry.info())
+                batch.append(wire.dumps({"key": key, "info": info}))
+                if len(batch) >= 256:
+                    yield ("\n".join(batch) + "\n").encode()
+                    batch = []
+            if batch:
+                yield ("\n".join(batch) + "\n").encode()
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def uploads(self, request: Request) -> Response:
+        bucket = _param(request, "bucket")
+        prefix = request.query_params.get("prefix", "")
+        if self._cache is None:
+            return _json_response({"uploads": [], "hidden_ids": [], "hidden_keys": []})
+        store = self._cache.store
+        uploads = [wire.to_json(u.info()) for u in list(store.uploads.values())
+                   if u.bucket == bucket and u.key.startswith(prefix)]
+        return _json_response({
+            "uploads": uploads,
+            "hidden_ids": [i for i, bk in list(store.flush_uploads.items()) if bk[0] == bucket],
+            "hidden_keys": [k for b, k in list(store.flush_creating) if b == bucket]})
+
+    async def drain(self, request: Request) -> Response:
+        bucket = _param(request, "bucket")
+        if self._cache is not None:
+            store = self._cache.store
+            live = any(not e.deleted for e in store.dirty_entries(bucket))
+            if live or any(u.bucket == bucket for u in list(store.uploads.values())):
+                raise BucketNotEmpty(bucket)
+            hurry_deletions(self._cache, bucket)
+            await self._cache.wait_flushed(bucket)
+        return _json_response(None)
+
+    async def forget(self, request: Request) -> Response:
+        bucket = _param(request, "bucket")
+        self._forget(bucket)
+        if self._cache is not None:
+            store = self._cache.store
+            for key in list(store.entries_of(bucket)):
+                async with store.keys.hold((bucket, key)):
+                    entry = store.get(bucket, key)
+                    if entry is not None and not entry.dirty:
+                        await store.commit((bucket, key), None, sync=False)
+        return _json_response(None)

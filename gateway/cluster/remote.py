@@ -1,0 +1,163 @@
+"""The calling side of the peer protocol: one member's storage operations, by HTTP.
+
+Paths are ``/_squall/peer/<operation>`` with names in the query; see
+:mod:`gateway.cluster.peer_api` for the serving side and docs/cluster.md for the list.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from backends.base import ObjectInfo, ObjectMeta, ObjectStream, RangeRequest, UploadInfo
+from backends.errors import ServiceUnavailable
+from gateway.cache.streams import ClosingBody
+from gateway.cluster import wire
+from gateway.cluster.transport import PeerResponse, PeerTransport
+
+PREFIX = b"/_squall/peer/"
+Overlay = list[tuple[str, ObjectInfo | None]]  # (key, info) or (key, None): a deletion
+
+
+@dataclass(frozen=True, slots=True)
+class UploadsSnapshot:
+    """A member's multipart uploads held in its cache, and the backend uploads its
+    flusher opened (to hide from listings)."""
+
+    uploads: list[UploadInfo] = field(default_factory=list)
+    hidden_ids: frozenset[str] = frozenset()
+    hidden_keys: frozenset[str] = frozenset()
+
+
+class PeerClient:
+    """Storage operations on member ``node``; its typed errors are raised here again."""
+
+    def __init__(self, transport: PeerTransport, node: int) -> None:
+        self._transport = transport
+        self.node = node
+
+    async def _call(self, method: str, operation: str, params: dict[str, str], *,
+                    headers: Sequence[tuple[bytes, bytes]] = (),
+                    content: AsyncIterator[bytes] | None = None) -> PeerResponse:
+        query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
+        response = await self._transport.open(self.node, method, PREFIX + operation.encode(),
+                                              query, headers=headers, content=content)
+        if response.status < 300:
+            return response
+        await response.aclose()
+        error = response.header(wire.ERROR_HEADER)
+        if error is None:
+            raise ServiceUnavailable(f"cluster member {self.node} answered {operation} with "
+                                     f"HTTP {response.status} (is it running this version?)")
+        raise wire.error_from(json.loads(error))
+
+    async def _json(self, method: str, operation: str, params: dict[str, str], *,
+                    headers: Sequence[tuple[bytes, bytes]] = (),
+                    content: AsyncIterator[bytes] | None = None) -> object:
+        response = await self._call(method, operation, params, headers=headers,
+                                    content=content)
+        try:
+            data = b"".join([c async for c in self._transport.body(self.node, response)])
+        finally:
+            await response.aclose()
+        return json.loads(data) if data else None
+
+    # -- objects -----------------------------------------------------------------------
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        response = await self._call("HEAD", "object", {"bucket": bucket, "key": key})
+        await response.aclose()
+        return wire.info_from(json.loads(response.header(wire.INFO_HEADER) or ""))
+
+    async def get_object(self, bucket: str, key: str, *,
+                         byte_range: RangeRequest | None = None) -> ObjectStream:
+        params = {"bucket": bucket, "key": key}
+        if byte_range is not None:
+            params.update({name: str(value) for name, value in (
+                ("first", byte_range.first), ("last", byte_range.last),
+                ("suffix", byte_range.suffix)) if value is not None})
+        response = await self._call("GET", "object", params)
+        try:
+            info = wire.info_from(json.loads(response.header(wire.INFO_HEADER)
+                                             or ""))
+            resolved = None
+            if byte_range is not None:
+                resolved = byte_range.resolve(info.size)
+        except BaseException:
+            await response.aclose()
+            raise
+
+        async def close(_exhausted: bool) -> None:
+            await response.aclose()
+        return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
+                                              close), resolved)
+
+    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+                         meta: ObjectMeta, content_md5: bytes | None, if_match: str | None,
+                         if_none_match: str | None) -> ObjectInfo:
+        headers = [(b"x-squall-meta", wire.dumps(wire.to_json(meta)).encode())]
+        if content_md5 is not None:
+            headers.append((b"x-squall-md5", content_md5.hex().encode()))
+        if if_match is not None:
+            headers.append((b"x-squall-if-match", if_match.encode("latin-1")))
+        if if_none_match is not None:
+            headers.append((b"x-squall-if-none-match", if_none_match.encode("latin-1")))
+        data = await self._json("PUT", "object", {"bucket": bucket, "key": key},
+                                headers=headers, content=body)
+        assert isinstance(data, dict)
+        return wire.info_from(data)
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        await self._json("DELETE", "object", {"bucket": bucket, "key": key})
+
+    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
+        body = wire.dumps(wire.to_json(meta)).encode()
+        data = await self._json("POST", "metadata", {"bucket": bucket, "key": key},
+                                headers=[(b"content-length", str(len(body)).encode())],
+                                content=_once(body))
+        assert isinstance(data, dict)
+        return wire.info_from(data)
+
+    # -- listings and buckets ----------------------------------------------------------
+    async def dirty(self, bucket: str, prefix: str, start_after: str) -> Overlay:
+        """The member's unflushed records under ``prefix`` after ``start_after``, sorted."""
+        response = await self._call("GET", "dirty", {"bucket": bucket, "prefix": prefix,
+                                                     "start_after": start_after})
+        overlay: Overlay = []
+        pending = b""
+        try:
+            async for chunk in self._transport.body(self.node, response):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                overlay.extend(_record(line) for line in lines)
+        finally:
+            await response.aclose()
+        if pending.strip():
+            overlay.append(_record(pending))
+        return overlay
+
+    async def uploads(self, bucket: str, prefix: str) -> UploadsSnapshot:
+        data = await self._json("GET", "uploads", {"bucket": bucket, "prefix": prefix})
+        assert isinstance(data, dict)
+        return UploadsSnapshot([wire.upload_from(u) for u in data["uploads"]],
+                               frozenset(data["hidden_ids"]), frozenset(data["hidden_keys"]))
+
+    async def drain_bucket(self, bucket: str) -> None:
+        """BucketNotEmpty if the member holds live unflushed objects or uploads in
+        ``bucket``; otherwise returns once its pending deletions reached the backend."""
+        await self._json("POST", "drain", {"bucket": bucket})
+
+    async def forget_bucket(self, bucket: str) -> None:
+        """The bucket was deleted: the member drops what it cached of it."""
+        await self._json("POST", "forget", {"bucket": bucket})
+
+
+def _record(line: bytes) -> tuple[str, ObjectInfo | None]:
+    record = json.loads(line)
+    info = record.get("info")
+    return record["key"], wire.info_from(info) if info else None
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data

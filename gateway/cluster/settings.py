@@ -1,0 +1,86 @@
+"""Cluster settings: the member list, which member this node is, and the shared secret."""
+
+from __future__ import annotations
+
+import socket
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.cluster.ring import Ring, normalize_url
+
+MIN_SECRET_LENGTH = 16
+
+
+def split_peers(value: object) -> object:
+    """``URL0,URL1,...`` (CLI flag, ``SQUALL_PEERS``) as a list; lists pass unchanged."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def check_peers(peers: Sequence[str]) -> list[str]:
+    """Normalised peer URLs; ValueError for a malformed or repeated one."""
+    members = [normalize_url(p) for p in peers]
+    repeated = sorted({m for m in members if members.count(m) > 1})
+    if repeated:
+        raise ValueError(f"peer URL(s) listed more than once: {', '.join(repeated)}")
+    return members
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    ring: Ring
+    secret: bytes
+    health_interval_s: float = 2.0
+    connect_timeout_s: float = 2.0
+    # Forwarded requests and peer calls may wait on a slow backend or on backpressure.
+    read_timeout_s: float = 600.0
+    max_skew_s: float = 30.0
+    connections_per_peer: int = 128
+
+
+def find_self(members: Sequence[str], names: Sequence[str]) -> int:
+    """The index of the member whose host is one of ``names`` (hostname, FQDN), also
+    by first label (a StatefulSet pod ``squall-0`` is ``squall-0.squall-headless...``)."""
+    wanted = {n.lower() for n in names if n}
+    wanted |= {n.split(".", 1)[0] for n in wanted}
+    matches = []
+    for index, member in enumerate(members):
+        host = (urllib.parse.urlsplit(member).hostname or "").lower()
+        if host in wanted or (host.split(".", 1)[0] in wanted and not _is_ip(host)):
+            matches.append(index)
+    if len(matches) != 1:
+        found = "none" if not matches else ", ".join(members[i] for i in matches)
+        raise ValueError(f"cannot tell which peer this node is (host names "
+                         f"{', '.join(sorted(set(names)))} match {found}); "
+                         "pass --node-id K (SQUALL_NODE_ID)")
+    return matches[0]
+
+
+def _is_ip(host: str) -> bool:
+    return host.replace(".", "").isdigit() or ":" in host
+
+
+def cluster_settings(peers: Sequence[str], node_id: int | None,
+                     secret: str | None) -> ClusterSettings | None:
+    """The cluster this node belongs to, None without peers; ValueError with a message
+    a user can act on for an inconsistent combination."""
+    if not peers:
+        if node_id is not None:
+            raise ValueError("--node-id needs --peers (the ordered member list)")
+        return None
+    members = check_peers(peers)
+    if node_id is None:
+        node_id = find_self(members, [socket.gethostname(), socket.getfqdn()])
+    if not 0 <= node_id < len(members):
+        raise ValueError(f"--node-id {node_id} is not an index into the {len(members)} "
+                         f"peers (0..{len(members) - 1})")
+    if len(members) > 1 and not secret:
+        raise ValueError("--cluster-secret (SQUALL_CLUSTER_SECRET) is required when "
+                         "--peers lists more than one member")
+    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
+        raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
+                         "characters long")
+    return ClusterSettings(ring=Ring(tuple(members), node_id),
+                           secret=(secret or "").encode())

@@ -1,0 +1,143 @@
+"""Connections to the other members: keep-alive pools, streaming both ways.
+
+aiohttp's client (already installed with aiobotocore): its C parser keeps a forwarded
+request cheap, and with ``encoded=True`` URLs it sends the request target byte for byte
+(httpx re-quotes paths and drops ``.``/``..`` segments, which are legal in S3 keys and
+covered by the client's signature). Automatic headers are switched off: the owner must
+see the client's headers, and only those (plus the peer marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+
+import aiohttp
+from yarl import URL
+
+from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.peerauth import HEADER, PeerAuth
+from gateway.cluster.settings import ClusterSettings
+
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+# Errors after which a request without a body is sent once more on a new connection
+# (a keep-alive connection the peer closed as the request went out).
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+_NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        return "connection refused or unreachable"
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class PeerResponse:
+    """A member's answer: status, raw headers, and a body read through :meth:`body`.
+    Always closed with :meth:`aclose` (the connection is reused if the body was read)."""
+
+    __slots__ = ("_response", "headers", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers: list[tuple[bytes, bytes]] = list(response.raw_headers)
+
+    def header(self, name: str) -> str | None:
+        return self._response.headers.get(name)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        # Pieces as received (iter_any would join what is buffered: one more copy). Not
+        # iter_chunks: on the shared empty payload of a HEAD answer it never ends.
+        content = self._response.content
+        while True:
+            chunk, _ = await content.readchunk()
+            if chunk:
+                yield chunk
+            elif content.at_eof():
+                return
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+class PeerTransport:
+    """Sends signed requests to members by node id; errors become MemberUnavailable."""
+
+    def __init__(self, settings: ClusterSettings, auth: PeerAuth) -> None:
+        self._settings = settings
+        self._auth = auth
+        self._bases = {i: url for i, url in enumerate(settings.ring.members)
+                       if i != settings.ring.self_index}
+        self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
+        self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(total=None,
+                                              sock_connect=settings.connect_timeout_s,
+                                              sock_read=settings.read_timeout_s)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made on the event loop, at first use
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self._settings.connections_per_peer,
+                keepalive_timeout=30.0, ttl_dns_cache=10)
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, timeout=self._timeout,
+                skip_auto_headers=_NO_AUTO_HEADERS)
+        return self._session
+
+    def unavailable(self, node: int, exc: BaseException) -> MemberUnavailable:
+        return MemberUnavailable(node, self._settings.ring.members[node], _describe(exc))
+
+    async def open(self, node: int, method: str, path: bytes, query: bytes = b"", *,
+                   headers: Sequence[tuple[bytes, bytes]] = (),
+                   content: AsyncIterable[bytes] | None = None,
+                   timeout: float | None = None) -> PeerResponse:
+        """Send a request signed for ``node`` (a body without a content-length goes
+        chunked); the caller closes the streamed response.
+
+        MemberUnavailable if the member cannot be reached or the exchange breaks; other
+        exceptions (from ``content``) propagate unchanged.
+        """
+        target = path.decode("latin-1")
+        if query:
+            target += "?" + query.decode("latin-1")
+        url = URL(self._bases[node] + target, encoded=True)
+        sent = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+        sent.append((HEADER, self._auth.sign(method, path, query, node)))
+        if not any(n == b"host" for n, _ in headers):
+            sent.append(("host", self._hosts[node]))
+        request_timeout = self._timeout if timeout is None else aiohttp.ClientTimeout(
+            total=None, sock_connect=min(timeout, self._settings.connect_timeout_s),
+            sock_read=timeout)
+        attempts = 1 if content is not None else 2
+        for attempt in range(attempts):
+            try:
+                # A body waits for "100 Continue": a member that refuses the request
+                # first (a bad signature, no such bucket) answers before any of it is
+                # sent, and the answer is not lost to a reset connection.
+                response = await self._client().request(
+                    method, url, headers=sent, data=content, allow_redirects=False,
+                    timeout=request_timeout, compress=None, expect100=content is not None)
+                return PeerResponse(response)
+            except TRANSPORT_ERRORS as exc:
+                if isinstance(exc, _STALE) and attempt + 1 < attempts:
+                    continue
+                raise self.unavailable(node, exc) from exc
+        raise AssertionError("unreachable")
+
+    def body(self, node: int, response: PeerResponse) -> AsyncIterator[bytes]:
+        """The response body; a broken exchange raises MemberUnavailable."""
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.chunks():
+                    yield chunk
+            except TRANSPORT_ERRORS as exc:
+                raise self.unavailable(node, exc) from exc
+        return chunks()
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

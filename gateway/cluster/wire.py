@@ -1,0 +1,69 @@
+"""The peer protocol's JSON: object infos, metadata, uploads and typed errors.
+
+Everything is ASCII JSON (``ensure_ascii``) so it can travel in a header as well as in a
+body; a typed error raised on the owner is raised again, same class and fields, on the
+member that called it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from backends.base import ObjectInfo, ObjectMeta, UploadInfo
+from backends.errors import StorageError
+from gateway.s3api import errors as _s3_errors  # noqa: F401 - registers protocol errors
+
+INFO_HEADER = "x-squall-info"
+ERROR_HEADER = "x-squall-error"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+
+
+def meta_from(data: dict[str, Any]) -> ObjectMeta:
+    checksum = data.get("checksum")
+    return ObjectMeta(**{**data, "user": dict(data.get("user") or {}),
+                         "tags": dict(data.get("tags") or {}),
+                         "checksum": (checksum[0], checksum[1]) if checksum else None})
+
+
+def to_json(value: ObjectInfo | ObjectMeta | UploadInfo) -> dict[str, Any]:
+    return dataclasses.asdict(value)
+
+
+def info_from(data: dict[str, Any]) -> ObjectInfo:
+    return ObjectInfo(**{**data, "meta": meta_from(data["meta"])})
+
+
+def upload_from(data: dict[str, Any]) -> UploadInfo:
+    return UploadInfo(**{**data, "meta": meta_from(data["meta"])})
+
+
+def _error_classes() -> dict[str, type[StorageError]]:
+    found: dict[str, type[StorageError]] = {}
+    pending: list[type[StorageError]] = [StorageError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.__name__, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def error_to(exc: StorageError) -> dict[str, Any]:
+    attrs = {k: v for k, v in vars(exc).items() if k not in ("message", "resource")
+             and isinstance(v, str | int | float | bool | None)}
+    return {"type": type(exc).__name__, "message": exc.message, "resource": exc.resource,
+            "attrs": attrs}
+
+
+def error_from(data: dict[str, Any]) -> StorageError:
+    """The error ``error_to`` described (a plain StorageError if the class is unknown)."""
+    cls = _error_classes().get(str(data.get("type")), StorageError)
+    exc = cls.__new__(cls)
+    StorageError.__init__(exc, str(data.get("message", "")),
+                          resource=str(data.get("resource", "")))
+    exc.__dict__.update(data.get("attrs") or {})
+    return exc

@@ -1,0 +1,82 @@
+"""Three real ``squall serve`` members on loopback ports over one shared posix backend."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.cluster.ring import owner_index
+from tests.conftest import make_client
+from tests.support.server import SquallProcess, free_port
+
+SECRET = "cluster-secret-for-the-tests"
+# The backend takes one byte per second: what is written stays unflushed in its owner's
+# cache for the whole test, so reads and listings prove the cluster, not the backend.
+SLOW_BACKEND = ("--backend-bandwidth", "1B/s", "--inactivity-delay", "3600")
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3, args: Sequence[str] = ()) -> None:
+        self.root = root
+        ports = [free_port() for _ in range(size)]
+        self.urls = [f"http://127.0.0.1:{p}" for p in ports]
+        self.nodes = [self.member(i, ports[i], args) for i in range(size)]
+        self.clients: list[Any] = []
+
+    def member(self, node: int, port: int, args: Sequence[str]) -> SquallProcess:
+        return SquallProcess(self.root / f"node{node}", [
+            "--backend", f"posix:{self.root / 'shared'}", "--peers", ",".join(self.urls),
+            "--node-id", str(node), "--min-part-size", "1024", *args],
+            env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port)
+
+    def start(self) -> Cluster:
+        with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.start(), self.nodes))
+        self.clients = [make_client(n.endpoint) for n in self.nodes]
+        return self
+
+    def stop(self) -> None:
+        codes = [n.stop() for n in self.nodes]
+        assert codes == [0] * len(codes), [n.log() for n in self.nodes]
+
+    def wait_health(self, node: int, expected: list[str], timeout: float = 30.0) -> None:
+        """Wait until member ``node`` reports ``expected`` (per member) in its ring view."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = httpx.get(f"{self.nodes[node].endpoint}/_squall/cluster").json()
+            seen = [m["health"] for m in view["members"]]
+            if seen == expected:
+                return
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.1)
+
+    def owner(self, bucket: str, key: str) -> int:
+        return owner_index(self.urls, bucket, key)
+
+    def key_owned_by(self, node: int, bucket: str, prefix: str = "k") -> str:
+        return next(f"{prefix}-{i}" for i in range(1000)
+                    if self.owner(bucket, f"{prefix}-{i}") == node)
+
+    def status(self, node: int) -> dict[str, Any]:
+        return httpx.get(f"{self.nodes[node].endpoint}/_squall/status").json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("cluster"), args=SLOW_BACKEND).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def cbucket(cluster: Cluster) -> str:
+    name = f"c-{uuid.uuid4().hex[:12]}"
+    cluster.clients[0].create_bucket(Bucket=name)
+    return name
