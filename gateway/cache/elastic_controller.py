@@ -218,6 +218,8 @@ class ElasticController:
             return
         self._adopt(handle, vol)
         self.attaches_total += 1
+        # Writes that went around before this burst are not diversions past its volume.
+        self._last_writearound = self._store.stats.writearound_bytes_total
         self.machine.attached(size, self._clock(), self.forced_bytes())
         log.info("elastic cache: attached %s (%d bytes)", handle.id, size)
         self._notify()

@@ -94,6 +94,11 @@ class CacheTier:
         self.volume_listeners: list[Callable[[], object]] = []
         self._started = self._store.now()
 
+    @property
+    def inner(self) -> Backend:
+        """The backend this tier caches."""
+        return self._inner
+
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         handles = await self._provisioner.list() if self._provisioner is not None else []

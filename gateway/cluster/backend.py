@@ -5,6 +5,9 @@ key this node owns go to ``local``; on any other key they go to the key's owner 
 the peer protocol (so the source of a copy owned elsewhere, or a key deleted by a
 DeleteObjects served here, is read or changed where its newest state lives). Listings
 merge the shared backend (through ``local``) with every member's unflushed records.
+Bucket configuration (internal keys under ``BUCKET_CONFIG_PREFIX``, such as the
+versioning status) is read from the shared backend while its owner is down, so a bucket
+stays usable whichever members are down.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ from backends.base import (
 from backends.errors import NotImplementedByBackend, PreconditionFailed
 from gateway.cache.listing import merge_sorted
 from gateway.cache.tier import CacheTier
+from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peer_api import hurry_deletions
 from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
-from gateway.cluster.ring import Ring
+from gateway.cluster.ring import INTERNAL_PREFIX, VERSION_PREFIX, Ring
 
 log = logging.getLogger("squall.cluster")
 T = TypeVar("T")
+BUCKET_CONFIG_PREFIX = INTERNAL_PREFIX + "c/"
 
 
 async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
@@ -145,7 +150,15 @@ class ClusterBackend:
                          byte_range: RangeRequest | None = None) -> ObjectStream:
         owner = self.owner_of(bucket, key)
         if owner is not None:
-            return await owner.get_object(bucket, key, byte_range=byte_range)
+            try:
+                return await owner.get_object(bucket, key, byte_range=byte_range)
+            except MemberUnavailable:
+                if not key.startswith(BUCKET_CONFIG_PREFIX):
+                    raise
+                log.warning("reading %s/%r from the shared backend: its owner is down",
+                            bucket, key)
+                shared = self._local.inner if isinstance(self._local, CacheTier) else self._local
+                return await shared.get_object(bucket, key, byte_range=byte_range)
         return await self._local.get_object(bucket, key, byte_range=byte_range)
 
     async def head_object(self, bucket: str, key: str) -> ObjectInfo:
@@ -196,6 +209,16 @@ class ClusterBackend:
         async for info in merge_sorted(overlay, inner, lambda i: i.key):
             yield info
 
+    def _holders(self, bucket: str, prefix: str) -> list[PeerClient]:
+        """The peers that may hold unflushed keys under ``prefix``: all of them, or only
+        the owner when the prefix names one key's version records (they live with the
+        key), so a versioned write needs no other member."""
+        _, sep, _ = prefix.removeprefix(VERSION_PREFIX).partition("\t\t")
+        if prefix.startswith(VERSION_PREFIX) and sep:
+            owner = self.owner_of(bucket, prefix)
+            return [] if owner is None else [owner]
+        return list(self._peers.values())
+
     async def _peer_overlay(self, bucket: str, prefix: str, start_after: str) -> Overlay:
         if not self._peers:
             return []
@@ -207,9 +230,9 @@ class ClusterBackend:
         if taken is not None and start_after >= taken[0]:
             overlay = taken[1]
             return overlay[bisect.bisect_right(overlay, start_after, key=lambda p: p[0]):]
-        snapshots = await self._on_peers(lambda p: p.dirty(bucket, prefix, start_after))
-        overlay = merge_overlays(self._ring, bucket, snapshots,
-                                 [p.node for p in self._peers.values()])
+        peers = self._holders(bucket, prefix)
+        snapshots = await gather_all([p.dirty(bucket, prefix, start_after) for p in peers])
+        overlay = merge_overlays(self._ring, bucket, snapshots, [p.node for p in peers])
         if task is not None:
             self._snapshots.setdefault(task, {})[(bucket, prefix)] = (start_after, overlay)
         return overlay

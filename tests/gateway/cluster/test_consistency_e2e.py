@@ -101,3 +101,30 @@ def test_concurrent_writers_of_one_key(cluster: Cluster, cbucket: str) -> None:
     assert len(finals) == 1 and finals <= acknowledged
     etags = {c.head_object(Bucket=cbucket, Key=key)["ETag"] for c in cluster.clients}
     assert len(etags) == 1
+
+
+def test_versions_written_anywhere_are_listed_everywhere(cluster: Cluster, cbucket: str) -> None:
+    """Unflushed versions and delete markers of keys owned by every member appear, in
+    order and paginated, in ListObjectVersions through each member."""
+    s3 = cluster.clients
+    s3[0].put_bucket_versioning(Bucket=cbucket, VersioningConfiguration={"Status": "Enabled"})
+    keys = [cluster.key_owned_by(node, cbucket, prefix=f"v{node}") for node in range(3)]
+    written: dict[str, list[str]] = {key: [] for key in keys}
+    for round_ in range(3):
+        for i, key in enumerate(keys):
+            put = s3[(i + round_) % 3].put_object(Bucket=cbucket, Key=key, Body=b"%d" % round_)
+            written[key].insert(0, put["VersionId"])  # newest first
+    marker = s3[1].delete_object(Bucket=cbucket, Key=keys[2])
+    assert marker["DeleteMarker"] and all(cluster.status(n)["dirty_objects"] for n in range(3))
+    for client in s3:
+        pages = client.get_paginator("list_object_versions").paginate(
+            Bucket=cbucket, PaginationConfig={"PageSize": 4})
+        versions = [(v["Key"], v["VersionId"], v["IsLatest"])
+                    for page in pages for v in page.get("Versions", [])]
+        assert versions == [(key, vid, n == 0 and key != keys[2])
+                            for key in sorted(keys) for n, vid in enumerate(written[key])]
+        markers = [(m["Key"], m["VersionId"], m["IsLatest"]) for page in client.get_paginator(
+            "list_object_versions").paginate(Bucket=cbucket) for m in page.get("DeleteMarkers", [])]
+        assert markers == [(keys[2], marker["VersionId"], True)]
+        assert client.get_object(Bucket=cbucket, Key=keys[0], VersionId=written[keys[0]][-1])[
+            "Body"].read() == b"0"

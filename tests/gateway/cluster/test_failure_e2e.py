@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
+from gateway.versioning.records import CONFIG_KEY
+from gateway.versioning.state import STATUS_TTL
 from tests.gateway.cluster.conftest import SLOW_BACKEND, Cluster
 
 
@@ -53,3 +56,36 @@ def test_member_killed_and_restarted(tmp_path: Path) -> None:
             assert listed == sorted(written)
     finally:
         cluster.stop()
+
+
+def test_bucket_configuration_readable_while_its_owner_is_down(tmp_path: Path) -> None:
+    """With the member owning a bucket's configuration down, the others read the
+    versioning status from the shared backend and keep versioning writes; changing the
+    status waits for the owner (503 naming it)."""
+    cluster = Cluster(tmp_path).start()
+    try:
+        s3 = cluster.clients
+        bucket = next(f"cfg-{i}" for i in range(1000)
+                      if cluster.owner(f"cfg-{i}", CONFIG_KEY) == 1)
+        s3[0].create_bucket(Bucket=bucket)
+        s3[0].put_bucket_versioning(Bucket=bucket,
+                                    VersioningConfiguration={"Status": "Enabled"})
+        while cluster.status(1)["dirty_objects"]:  # the status reached the backend
+            time.sleep(0.05)
+        victim = cluster.nodes[1]
+        victim.kill()
+        time.sleep(STATUS_TTL + 0.5)  # every member's cached status has expired
+        key = cluster.key_owned_by(2, bucket)
+        for client in (s3[0], s3[2]):
+            assert client.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+            first = client.put_object(Bucket=bucket, Key=key, Body=b"one")["VersionId"]
+            assert client.get_object(Bucket=bucket, Key=key, VersionId=first)["Body"] \
+                .read() == b"one"
+        with pytest.raises(ClientError) as err:
+            s3[2].put_bucket_versioning(Bucket=bucket,
+                                        VersioningConfiguration={"Status": "Suspended"})
+        assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert victim.endpoint in err.value.response["Error"]["Message"]
+    finally:
+        codes = [node.stop() for node in cluster.nodes]
+        assert codes[0] == codes[2] == 0, codes  # member 1 was killed
