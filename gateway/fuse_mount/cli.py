@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="let the kernel gather small writes into large ones (much faster "
                         "small writes; only for files no other client changes while this "
                         "mount caches them, see docs/fuse-mount.md)")
+    p.add_argument("--route-to-owners", action="store_true",
+                   help="endpoint is a member of a Squall cluster: send each object request "
+                        "straight to the key's owner (the member URLs must be reachable)")
     p.add_argument("--staging-dir", type=Path,
                    help="directory for staging files of randomly written files (default $TMPDIR)")
     p.add_argument("--log-file", type=Path, help="append logs here (default: stderr)")
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             block_size=parse_size(args.block_size), readahead=parse_size(args.readahead),
             attr_timeout=args.attr_timeout, region=args.region,
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
-            max_attempts=args.max_attempts, writeback_cache=args.writeback_cache)
+            max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
+            route_to_owners=args.route_to_owners)
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
     except (SettingsError, ValueError) as exc:
@@ -122,8 +126,8 @@ def _spawn_background(args: argparse.Namespace) -> int:
             "--log-level", args.log_level, "--ready-fd", str(write_fd)]
     if args.staging_dir:
         argv += ["--staging-dir", str(args.staging_dir.absolute())]
-    if args.writeback_cache:
-        argv.append("--writeback-cache")
+    argv += [flag for flag, on in (("--writeback-cache", args.writeback_cache),
+                                   ("--route-to-owners", args.route_to_owners)) if on]
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
     with open(os.devnull, "r+b") as null:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.operations import BucketOperations
-from gateway.fuse_mount.settings import MountSettings
+from gateway.fuse_mount.settings import MountSettings, SettingsError
 from gateway.fuse_mount.store import ObjectStore
 
 
@@ -34,9 +35,19 @@ class _FUSE(mfusepy.FUSE):
 
 
 def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> ObjectStore:
-    return ObjectStore(settings.endpoint, settings.bucket, settings.credentials,
-                       region=settings.region, max_attempts=max_attempts or settings.max_attempts,
-                       pool_size=4 * settings.threads)
+    """The mount's S3 client; with ``route_to_owners``, routed by the cluster's ring
+    (SettingsError if the endpoint does not give one)."""
+    store = ObjectStore(settings.endpoint, settings.bucket, settings.credentials,
+                        region=settings.region, max_attempts=max_attempts or settings.max_attempts,
+                        pool_size=4 * settings.threads)
+    if settings.route_to_owners:
+        try:
+            ring = fetch_ring(settings.endpoint)
+        except (OSError, ValueError) as exc:
+            raise SettingsError(f"--route-to-owners: cannot read the cluster ring from "
+                                f"{settings.endpoint}{CLUSTER_PATH}: {exc}") from exc
+        route_to_owners(store.client, ring)
+    return store
 
 
 def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = None) -> None:
@@ -49,7 +60,11 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
         require_libfuse3()
     except BindingUnavailable as exc:
         raise MountFailed(str(exc)) from exc
-    operations = BucketOperations(build_store(settings), settings, on_ready=on_ready)
+    try:
+        store = build_store(settings)
+    except SettingsError as exc:
+        raise MountFailed(str(exc)) from exc
+    operations = BucketOperations(store, settings, on_ready=on_ready)
     timeout = settings.attr_timeout
     try:
         _FUSE(operations, str(settings.mountpoint), foreground=True, nothreads=False,

@@ -32,6 +32,7 @@ class MountSettings:
     threads: int = 8
     max_attempts: int = 5
     writeback_cache: bool = False
+    route_to_owners: bool = False
 
     def __post_init__(self) -> None:
         if self.block_size < MIN_BLOCK_SIZE:

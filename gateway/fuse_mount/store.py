@@ -81,6 +81,11 @@ class ObjectStore:
                           request_checksum_calculation="when_supported",
                           response_checksum_validation="when_required"))
 
+    @property
+    def client(self) -> Any:
+        """The boto3 S3 client (its event hooks may be extended, e.g. cluster routing)."""
+        return self._client
+
     def check_bucket(self) -> None:
         """HeadBucket: raises if the bucket is missing, access denied or endpoint down."""
         with translate("HeadBucket", self.bucket):

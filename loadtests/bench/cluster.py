@@ -165,6 +165,9 @@ def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Seque
                     result = asyncio.run(measure(endpoints, signer, wl, policy,
                                                  f"r{count}-{policy}-{wl.key}"))
                     used = cpu_seconds([s.pid for s in servers]) - before
+                    if result.errors:
+                        print(f"  {result.errors} errors, the first: {result.first_error}",
+                              file=sys.stderr)
                     rows.append(Row(count, policy, wl, result, used))
         finally:
             for server in servers:
@@ -237,9 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Aggregate throughput, {args.clients} clients in all, objects of "
           f"{', '.join(format_size(s) for s in sizes)}; one shared posix backend\n")
     print(throughput_table(rows, wls))
-    print(f"\nForwarding cost with {max(replicas)} replicas (same workloads; and one "
-          "client alone)\n")
-    print(forwarding_table(rows, [*wls, *latency_wls]))
+    if max(replicas) > 1:
+        print(f"\nForwarding cost with {max(replicas)} replicas (same workloads; and one "
+              "client alone)\n")
+        print(forwarding_table(rows, [*wls, *latency_wls]))
     return 0
 
 

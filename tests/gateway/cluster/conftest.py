@@ -64,6 +64,15 @@ class Cluster:
         return next(f"{prefix}-{i}" for i in range(1000)
                     if self.owner(bucket, f"{prefix}-{i}") == node)
 
+    def forwarded(self) -> float:
+        """Requests the members have forwarded to an owner, in all."""
+        total = 0.0
+        for node in self.nodes:
+            for line in httpx.get(f"{node.endpoint}/_squall/metrics").text.splitlines():
+                if line.startswith("squall_cluster_forwarded_requests_total"):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def status(self, node: int) -> dict[str, Any]:
         return httpx.get(f"{self.nodes[node].endpoint}/_squall/status").json()  # type: ignore[no-any-return]
 

@@ -135,22 +135,13 @@ def test_ring_view_and_client_side_routing(cluster: Cluster, cbucket: str) -> No
                       region_name="us-east-1",
                       config=Config(s3={"addressing_style": "path"}))
     route_to_owners(s3, ring)
-    before = _forwarded(cluster)
+    before = cluster.forwarded()
     for i in range(12):
         s3.put_object(Bucket=cbucket, Key=f"routed/{i} x", Body=b"direct")
         assert s3.get_object(Bucket=cbucket, Key=f"routed/{i} x")["Body"].read() == b"direct"
-    assert _forwarded(cluster) == before  # every request went straight to the owner
+    assert cluster.forwarded() == before  # every request went straight to the owner
     single = httpx.get(f"{cluster.nodes[0].endpoint}/_squall/cluster").json()
     assert single["members"][0]["url"] == cluster.urls[0]
-
-
-def _forwarded(cluster: Cluster) -> float:
-    total = 0.0
-    for node in cluster.nodes:
-        for line in httpx.get(f"{node.endpoint}/_squall/metrics").text.splitlines():
-            if line.startswith("squall_cluster_forwarded_requests_total"):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_clients_cannot_use_peer_traffic(cluster: Cluster, cbucket: str) -> None:

@@ -53,7 +53,7 @@ def mount_cli(*argv: str | Path, env: dict[str, str] | None = None
 
 
 @pytest.mark.parametrize("case", ["missing", "file", "not-empty", "unreachable", "no-bucket",
-                                  "bad-credentials", "small-block"])
+                                  "bad-credentials", "small-block", "no-ring"])
 def test_cli_errors_exit_2_without_traceback(case: str, squall: SquallProcess,
                                              mount_bucket: str, tmp_path: Path) -> None:
     mnt, endpoint, bucket, extra = tmp_path / "mnt", squall.endpoint, mount_bucket, []
@@ -62,7 +62,7 @@ def test_cli_errors_exit_2_without_traceback(case: str, squall: SquallProcess,
     expected = {"missing": "does not exist", "file": "is not a directory",
                 "not-empty": "is not empty", "unreachable": "cannot reach endpoint",
                 "no-bucket": "does not exist", "bad-credentials": "denied",
-                "small-block": "--block-size"}[case]
+                "small-block": "--block-size", "no-ring": "cannot read the cluster ring"}[case]
     if case == "missing":
         mnt = tmp_path / "nowhere"
     elif case == "file":
@@ -70,8 +70,9 @@ def test_cli_errors_exit_2_without_traceback(case: str, squall: SquallProcess,
         mnt.write_text("x")
     elif case == "not-empty":
         (mnt / "x").write_text("x")
-    elif case == "unreachable":
+    elif case in ("unreachable", "no-ring"):
         endpoint = f"http://127.0.0.1:{free_port()}"
+        extra = ["--route-to-owners"] if case == "no-ring" else []
     elif case == "no-bucket":
         bucket = "no-such-bucket-here"
     elif case == "bad-credentials":
