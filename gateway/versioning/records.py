@@ -11,7 +11,8 @@
   area). Records of one key are contiguous and sort newest first, and keys sort in the
   same order as the records' keys (see :func:`escape`).
 
-The format is versioned by ``FORMAT`` (docs/versioning.md); records also carry the stamp.
+The layout is versioned by ``FORMAT`` (docs/versioning.md), written with a magic in the
+bucket's status object (:mod:`gateway.versioning.state`); records also carry the stamp.
 """
 
 from __future__ import annotations

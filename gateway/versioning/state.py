@@ -1,14 +1,24 @@
-"""A bucket's versioning status, stored in the bucket itself and cached briefly."""
+"""A bucket's versioning status, stored in the bucket itself and cached briefly.
+
+The status object is JSON ``{"magic": MAGIC, "v": FORMAT, "status": "Enabled"}``: the
+format number covers the bucket's whole versioning layout (docs/versioning.md), so a
+Squall that finds a format it does not know refuses the bucket rather than misread it.
+"""
 
 from __future__ import annotations
 
 import enum
+import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
 from backends.base import Backend, ObjectMeta
-from backends.errors import NoSuchKey
-from gateway.versioning.records import CONFIG_KEY
+from backends.errors import BackendError, NoSuchKey
+from gateway.versioning.records import CONFIG_KEY, FORMAT
+
+log = logging.getLogger(__name__)
+MAGIC = "squall.versioning"
 
 # How long a replica trusts its cached status. S3 itself asks clients to wait after
 # enabling versioning before writing; a replica that did not make the change sees it
@@ -20,6 +30,30 @@ class VersioningStatus(enum.Enum):
     UNVERSIONED = ""
     ENABLED = "Enabled"
     SUSPENDED = "Suspended"
+
+
+def encode_status(status: VersioningStatus) -> bytes:
+    return json.dumps({"magic": MAGIC, "v": FORMAT, "status": status.value}).encode()
+
+
+def decode_status(bucket: str, raw: bytes) -> VersioningStatus:
+    """The status stored in ``raw``; BackendError for a format this code does not know.
+    A damaged object reads as Enabled: versions are never dropped on a misreading."""
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("magic") != MAGIC:
+            raise ValueError("no versioning magic")
+        if doc.get("v") != FORMAT:
+            raise BackendError(f"Bucket {bucket} uses versioning format {doc.get('v')!r}; "
+                               f"this Squall knows format {FORMAT} only.")
+        status = VersioningStatus(doc["status"])
+        if status is VersioningStatus.UNVERSIONED:
+            raise ValueError("a stored status is never unversioned")
+        return status
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("versioning status of bucket %s is unreadable (%s): taken as Enabled",
+                    bucket, exc)
+        return VersioningStatus.ENABLED
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
@@ -42,19 +76,17 @@ class BucketStates:
         try:
             async with await self._backend.get_object(bucket, CONFIG_KEY) as stream:
                 raw = b"".join([chunk async for chunk in stream])
-            status = VersioningStatus(raw.decode("ascii"))
+            status = decode_status(bucket, raw)
         except NoSuchKey:
             status = VersioningStatus.UNVERSIONED
-        except (UnicodeDecodeError, ValueError):
-            status = VersioningStatus.ENABLED  # unreadable: never lose versions
         self._cache[bucket] = (status, now)
         return status
 
     async def put(self, bucket: str, status: VersioningStatus) -> None:
         if status is VersioningStatus.UNVERSIONED:
             raise ValueError("a bucket never returns to unversioned")
-        await self._backend.put_object(bucket, CONFIG_KEY, _once(status.value.encode()),
-                                       meta=ObjectMeta(content_type="text/plain"))
+        await self._backend.put_object(bucket, CONFIG_KEY, _once(encode_status(status)),
+                                       meta=ObjectMeta(content_type="application/json"))
         self._cache[bucket] = (status, time.monotonic())
 
     async def remove(self, bucket: str) -> None:

@@ -7,6 +7,7 @@ which implements versioning once above the backend (and above the cache tier).
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, ClassVar
 
@@ -14,6 +15,7 @@ import pytest
 
 from backends.base import CompletedPart, ObjectMeta
 from backends.errors import (
+    BackendError,
     BucketNotEmpty,
     InvalidVersionId,
     NoSuchKey,
@@ -28,6 +30,7 @@ from gateway.versioning.errors import (
     VersionIsDeleteMarker,
 )
 from gateway.versioning.listing import VersionPage
+from gateway.versioning.records import CONFIG_KEY, FORMAT
 from tests.backends.conformance import blob, body_of, read_all
 
 ENABLED = VersioningStatus.ENABLED
@@ -107,6 +110,30 @@ class VersioningConformance:
         await service.put_bucket_versioning(bucket, ENABLED)
         assert await service.get_bucket_versioning(bucket) is ENABLED
         assert await self.keys(service, bucket) == []  # the status is not an object
+
+    async def test_status_is_stored_with_magic_and_format(self, backend: Any,
+                                                          service: ObjectService,
+                                                          bucket: str) -> None:
+        await service.put_bucket_versioning(bucket, SUSPENDED)
+        stored = json.loads(await read_all(await backend.get_object(bucket, CONFIG_KEY)))
+        assert stored == {"magic": "squall.versioning", "v": FORMAT, "status": "Suspended"}
+
+    async def test_unknown_format_is_refused_and_damage_keeps_versions(
+            self, backend: Any, service: ObjectService, bucket: str) -> None:
+        await service.put_bucket_versioning(bucket, ENABLED)
+        await self.put(service, bucket, "k", b"kept")
+        newer = {"magic": "squall.versioning", "v": FORMAT + 1, "status": "Suspended"}
+        await backend.put_object(bucket, CONFIG_KEY, body_of(json.dumps(newer).encode()),
+                                 meta=ObjectMeta())
+        fresh = ObjectService(backend)  # no cached status
+        with pytest.raises(BackendError, match=f"versioning format {FORMAT + 1}"):
+            await fresh.get_bucket_versioning(bucket)
+        with pytest.raises(BackendError):
+            await self.put(fresh, bucket, "k", b"misread")
+        await backend.put_object(bucket, CONFIG_KEY, body_of(b"\x00damaged"), meta=ObjectMeta())
+        fresh = ObjectService(backend)
+        assert await fresh.get_bucket_versioning(bucket) is ENABLED
+        assert await self.get(fresh, bucket, "k") == b"kept"
 
     # -- enabled -----------------------------------------------------------------------
 
