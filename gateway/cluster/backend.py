@@ -5,7 +5,7 @@ key this node owns go to ``local``; on any other key they go to the key's owner 
 the peer protocol (so the source of a copy owned elsewhere, or a key deleted by a
 DeleteObjects served here, is read or changed where its newest state lives). Listings
 merge the shared backend (through ``local``) with every member's unflushed records.
-Bucket configuration (internal keys under ``BUCKET_CONFIG_PREFIX``, such as the
+Bucket configuration (internal keys under ``CONFIG_PREFIX``, such as the
 versioning status) is read from the shared backend while its owner is down, so a bucket
 stays usable whichever members are down.
 """
@@ -38,11 +38,11 @@ from gateway.cache.tier import CacheTier
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peer_api import hurry_deletions
 from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
-from gateway.cluster.ring import INTERNAL_PREFIX, VERSION_PREFIX, Ring
+from gateway.cluster.ring import Ring, routing_key
+from gateway.versioning.records import CONFIG_PREFIX
 
 log = logging.getLogger("squall.cluster")
 T = TypeVar("T")
-BUCKET_CONFIG_PREFIX = INTERNAL_PREFIX + "c/"
 
 
 async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
@@ -153,7 +153,7 @@ class ClusterBackend:
             try:
                 return await owner.get_object(bucket, key, byte_range=byte_range)
             except MemberUnavailable:
-                if not key.startswith(BUCKET_CONFIG_PREFIX):
+                if not key.startswith(CONFIG_PREFIX):
                     raise
                 log.warning("reading %s/%r from the shared backend: its owner is down",
                             bucket, key)
@@ -213,8 +213,7 @@ class ClusterBackend:
         """The peers that may hold unflushed keys under ``prefix``: all of them, or only
         the owner when the prefix names one key's version records (they live with the
         key), so a versioned write needs no other member."""
-        _, sep, _ = prefix.removeprefix(VERSION_PREFIX).partition("\t\t")
-        if prefix.startswith(VERSION_PREFIX) and sep:
+        if routing_key(prefix) != prefix:  # every key under it routes as one user key
             owner = self.owner_of(bucket, prefix)
             return [] if owner is None else [owner]
         return list(self._peers.values())

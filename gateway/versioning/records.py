@@ -25,7 +25,8 @@ from gateway.versioning import ids
 
 FORMAT = 1
 RECORDS = INTERNAL + "v/"
-CONFIG_KEY = INTERNAL + "c/versioning"
+CONFIG_PREFIX = INTERNAL + "c/"  # bucket configuration
+CONFIG_KEY = CONFIG_PREFIX + "versioning"
 STAMP = "squall-version-id"
 ETAG = "squall-version-etag"  # a version's own ETag, kept when its bytes are copied
 _RESERVED = (STAMP, ETAG)
