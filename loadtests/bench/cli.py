@@ -19,7 +19,8 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +32,10 @@ from loadtests.bench.configs import (
     parse_named,
     server_command,
 )
+from loadtests.bench.cpu import cpu_seconds
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.locust_run import LocustFailed, LocustWorkload, locust_command, run_locust
+from loadtests.bench.peers import PEERS, parse_peers, peer_server
 from loadtests.bench.server import (
     HEALTH_PATH,
     ServerFailed,
@@ -40,7 +43,15 @@ from loadtests.bench.server import (
     free_port,
     reported_durability,
 )
-from loadtests.bench.table import Column, Result, build_table, render_markdown, render_text
+from loadtests.bench.table import (
+    Column,
+    Result,
+    build_cpu_table,
+    build_ratio_table,
+    build_table,
+    render_markdown,
+    render_text,
+)
 from loadtests.bench.targets import PosixTarget, S3Target, TargetError
 from loadtests.bench.warp import WarpFailed, find_warp, run_warp, warp_command
 from loadtests.bench.workloads import Workload, select, standard_workloads
@@ -48,6 +59,7 @@ from loadtests.sigv4 import DEFAULT_REGION, Signer, load_credentials
 from loadtests.units import parse_duration, parse_size
 
 T = TypeVar("T")
+_UNBOUNDED = 10**9  # operation count of a sustained run: bounded by its duration only
 Row = Workload | LocustWorkload
 
 
@@ -80,6 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--health-path", default=HEALTH_PATH, help="answers 200 once ready")
     p.add_argument(
+        "--peers",
+        default="auto",
+        help="peer servers run beside Squall in the same run: 'auto' (MinIO and versitygw "
+        "when found on PATH or in ~/go/bin), 'none', or a list such as 'minio,versitygw'",
+    )
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the direct posix baseline column",
+    )
+    p.add_argument(
         "--tool",
         choices=("native", "warp"),
         default="native",
@@ -96,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated workload keys to run (default all), e.g. put-64MiB-c1",
     )
     p.add_argument("--duration", default="10s", help="time limit of each timed run")
+    p.add_argument(
+        "--sustained",
+        action="store_true",
+        help="every run lasts --duration (default here 60s) whatever the operation counts",
+    )
     p.add_argument(
         "--repeat",
         type=int,
@@ -150,11 +178,12 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(coro)
 
 
-async def _native_s3(endpoint: str, signer: Signer, bucket: str, wl: Workload) -> Measurement:
+async def _native_s3(endpoint: str, signer: Signer, bucket: str, wl: Workload,
+                     cpu: Callable[[], float] | None = None) -> Measurement:
     target = S3Target(endpoint, bucket, signer, clients=wl.clients)
     try:
         await target.create_bucket()
-        return await run_workload(target, wl, f"bench-{uuid.uuid4().hex[:8]}")
+        return await run_workload(target, wl, f"bench-{uuid.uuid4().hex[:8]}", cpu)
     finally:
         await target.close()
 
@@ -209,37 +238,48 @@ class Driver:
         shutil.rmtree(root, ignore_errors=True)
         return results
 
-    def against(self, name: str, endpoint: str) -> dict[str, Result]:
+    def against(self, name: str, endpoint: str, pid: int | None = None) -> dict[str, Result]:
+        """Every row against ``endpoint``; ``pid``: the server, for CPU per operation."""
         results: dict[str, Result] = {}
         for row in self.rows:
             try:
-                runs = [self._one(name, endpoint, row) for _ in range(self.args.repeat)]
+                runs = [self._one(name, endpoint, row, pid) for _ in range(self.args.repeat)]
                 results[row.key] = median_run(runs, row.unit)
             except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
                 results[row.key] = str(exc)
             _report(name, row, results[row.key])
         return results
 
-    def _one(self, name: str, endpoint: str, row: Row) -> Measurement:
+    def _one(self, name: str, endpoint: str, row: Row, pid: int | None) -> Measurement:
+        cpu = partial(cpu_seconds, pid) if pid is not None else None
+        if isinstance(row, Workload) and self.args.tool == "native":
+            return _run(_native_s3(endpoint, self.signer, self.args.bucket, row, cpu))
+        before = cpu() if cpu is not None else None
+        measured = self._external(name, endpoint, row)
+        if cpu is not None and before is not None:
+            measured.cpu_seconds = cpu() - before  # includes the tool's own preparation
+            measured.seconds = measured.seconds or (
+                row.seconds if isinstance(row, LocustWorkload) else row.duration)
+        return measured
+
+    def _external(self, name: str, endpoint: str, row: Row) -> Measurement:
         if isinstance(row, LocustWorkload):
             prefix = self.workdir / f"locust-{name}-{row.scenario}"
             argv = locust_command(
                 row, endpoint=endpoint, csv_prefix=prefix, extra=shlex.split(self.args.locust_args)
             )
             return run_locust(argv, prefix, self._env(), timeout=row.seconds + 120)
-        if self.args.tool == "warp":
-            argv = warp_command(
-                row,
-                endpoint=endpoint,
-                access_key=self.credentials.access_key,
-                secret_key=self.credentials.secret_key,
-                region=self.args.region,
-                bucket=f"{self.args.bucket}-warp",
-                warp=find_warp() or "warp",
-                extra=shlex.split(self.args.warp_args),
-            )
-            return run_warp(argv, row, timeout=row.duration + 600)
-        return _run(_native_s3(endpoint, self.signer, self.args.bucket, row))
+        argv = warp_command(
+            row,
+            endpoint=endpoint,
+            access_key=self.credentials.access_key,
+            secret_key=self.credentials.secret_key,
+            region=self.args.region,
+            bucket=f"{self.args.bucket}-warp",
+            warp=find_warp() or "warp",
+            extra=shlex.split(self.args.warp_args),
+        )
+        return run_warp(argv, row, timeout=row.duration + 600)
 
     def _env(self) -> dict[str, str]:
         return {
@@ -247,6 +287,23 @@ class Driver:
             "SQUALL_ACCESS_KEY": self.credentials.access_key,
             "SQUALL_SECRET_KEY": self.credentials.secret_key,
         }
+
+    def peer(self, name: str) -> Column:
+        """A peer server (MinIO, versitygw) started for this run, measured, stopped."""
+        spec = PEERS[name]
+        base = self.workdir / f"peer-{name}"
+        try:
+            server = peer_server(spec, self.credentials, base)
+            _say(f"[{name}] starting: {' '.join(server.argv)}")
+            with server:
+                results = self.against(name, server.endpoint, server.pid)
+        except (ServerFailed, ValueError) as exc:
+            _say(f"[{name}] {exc}")
+            results = {row.key: f"server failed: {exc}" for row in self.rows}
+        finally:
+            if not self.args.keep:
+                shutil.rmtree(base, ignore_errors=True)
+        return Column(name, spec.fsync, results)
 
     def gateway(self, config: GatewayConfig) -> Column:
         base = self.workdir / config.name
@@ -272,7 +329,7 @@ class Driver:
         try:
             with server:
                 fsync = fsync_reported(server.endpoint, fsync)
-                results = self.against(config.name, server.endpoint)
+                results = self.against(config.name, server.endpoint, server.pid)
         except ServerFailed as exc:
             _say(f"[{config.name}] {exc}")
             results = {row.key: f"server failed: {exc}" for row in self.rows}
@@ -284,6 +341,9 @@ class Driver:
 
 def _rows(args: argparse.Namespace) -> list[Row]:
     duration = parse_duration(args.duration)
+    if args.sustained:
+        duration = duration if args.duration != "10s" else 60.0
+        args.large_count = args.small_count = args.mixed_count = _UNBOUNDED
     workloads = standard_workloads(
         large_size=parse_size(args.large_size),
         large_count=args.large_count,
@@ -327,8 +387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         rows = _rows(args)
-        configs = [parse_config(c) for c in (args.config or DEFAULT_CONFIGS)]
         endpoints = [parse_named(e) for e in args.endpoint]
+        # Only running endpoints when some are given and no configuration is.
+        default = () if endpoints else DEFAULT_CONFIGS
+        configs = [parse_config(c) for c in (args.config or default)]
+        peers = parse_peers(args.peers)
         if args.repeat < 1:
             raise ValueError("--repeat must be at least 1")
     except ValueError as exc:
@@ -343,8 +406,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="squall-bench-", dir=args.work_dir))
     try:
         driver = Driver(args, rows, workdir)
-        baseline = driver.baseline()
+        baseline = {} if args.no_baseline else driver.baseline()
         columns = [driver.gateway(c) for c in configs]
+        columns += [driver.peer(name) for name in peers]
         for name, url in endpoints:
             fsync = fsync_reported(url, None)
             columns.append(Column(name, fsync, driver.against(name, url)))
@@ -353,8 +417,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"bench: data and logs kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    table = build_table(rows, baseline, columns)
-    print(render_markdown(table) if args.markdown else render_text(table))
-    print()
+    render = render_markdown if args.markdown else render_text
+    tables = [build_table(rows, baseline, columns), build_ratio_table(rows, columns),
+              build_cpu_table(rows, columns)]
+    for table in tables:
+        if table.rows:
+            print(render(table))
+            print()
     print("\n".join(_legend(columns, configs, args.markdown)))
     return 0

@@ -33,6 +33,8 @@ class Measurement:
     latencies: list[float] = field(default_factory=list, repr=False)
     # set directly by external tools (warp), which report rates rather than counts
     rates: tuple[float, float] | None = None  # (MiB/s, ops/s)
+    #: the server's CPU seconds (user + system) over the timed phase, when known
+    cpu_seconds: float | None = None
 
     @property
     def mib_s(self) -> float:
@@ -48,6 +50,14 @@ class Measurement:
 
     def value(self, unit: str) -> float:
         return self.mib_s if unit == "MiB/s" else self.ops_s
+
+    @property
+    def cpu_us_per_op(self) -> float | None:
+        """Server CPU microseconds per operation (None when not measured)."""
+        if self.cpu_seconds is None:
+            return None
+        ops = self.ops or (self.rates[1] * self.seconds if self.rates else 0)
+        return self.cpu_seconds * 1e6 / ops if ops else None
 
     @property
     def p50_ms(self) -> float:
@@ -138,16 +148,21 @@ class _Run:
             self.busy[key] -= 1
 
 
-async def run_workload(target: Target, wl: Workload, prefix: str) -> Measurement:
-    """Prepare, time and clean up one run of ``wl`` against ``target``."""
+async def run_workload(target: Target, wl: Workload, prefix: str,
+                       cpu: Callable[[], float] | None = None) -> Measurement:
+    """Prepare, time and clean up one run of ``wl`` against ``target``; ``cpu`` returns
+    the server's CPU seconds so far (sampled around the timed phase)."""
     data = _data(wl.size)
     prepared = [f"{prefix}/pre/o{i}" for i in range(wl.objects)]
     await _bounded(wl.clients, (partial(target.put, k, data) for k in prepared))
     run = _Run(target, wl, prefix, list(prepared))
     start = time.perf_counter()
     run.deadline = start + wl.duration
+    cpu_before = cpu() if cpu is not None else None
     await asyncio.gather(*(run.worker(n) for n in range(wl.clients)))
     run.m.seconds = time.perf_counter() - start
+    if cpu is not None and cpu_before is not None:
+        run.m.cpu_seconds = cpu() - cpu_before
     await _bounded(wl.clients, (partial(_forget, target, k) for k in run.pool))
     return run.m
 

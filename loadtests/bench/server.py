@@ -91,13 +91,17 @@ class ServerProcess:
                 raise ServerFailed(
                     f"{self.argv[0]} exited with {self._proc.returncode}:\n{self.log_tail()}"
                 )
-            if is_healthy(self.health_url):
+            if self.healthy():
                 return self
             time.sleep(0.1)
         self.stop()
         raise ServerFailed(
             f"{self.health_url} not healthy after {timeout:.0f}s:\n{self.log_tail()}"
         )
+
+    def healthy(self) -> bool:
+        """Ready to serve: the health URL answers 200."""
+        return is_healthy(self.health_url)
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM the process by its PID, SIGKILL it if it lingers, and reap it."""

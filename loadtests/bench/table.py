@@ -1,5 +1,6 @@
-"""The one table of figures: workloads down, targets across, each Squall figure beside its
-ratio to the direct-posix baseline."""
+"""The tables of figures: workloads down, targets across; each figure beside its ratio to
+the direct-posix baseline, the first target's ratio to every other one, and the servers'
+CPU time per operation."""
 
 from __future__ import annotations
 
@@ -82,22 +83,59 @@ def build_table(
     baseline_name: str = "posix direct",
 ) -> Table:
     """Rows: one per workload, then whether PUTs were fsynced. Columns: the workload, its
-    unit, the baseline, then per target its figure and ``target / baseline``."""
-    headers = ["workload", "unit", baseline_name]
+    unit, the baseline, then per target its figure and ``target / baseline`` (without a
+    baseline: the figures alone)."""
+    direct = bool(baseline)
+    headers = ["workload", "unit"] + ([baseline_name] if direct else [])
     for col in columns:
-        headers += [col.name, f"{col.name} / direct"]
+        headers += [col.name] + ([f"{col.name} / direct"] if direct else [])
     rows: list[tuple[str, ...]] = []
     for wl in workloads:
         base = baseline.get(wl.key)
-        row = [wl.title, wl.unit, format_cell(base, wl.unit)]
+        row = [wl.title, wl.unit] + ([format_cell(base, wl.unit)] if direct else [])
         for col in columns:
             result = col.results.get(wl.key)
-            row += [format_cell(result, wl.unit), ratio(result, base, wl.unit)]
+            row += [format_cell(result, wl.unit)]
+            row += [ratio(result, base, wl.unit)] if direct else []
         rows.append(tuple(row))
-    fsync_row = ["PUT fsynced before ack", "", "yes"]
+    fsync_row = ["PUT fsynced before ack", ""] + (["yes"] if direct else [])
     for col in columns:
-        fsync_row += [yes_no(col.fsync), ""]
+        fsync_row += [yes_no(col.fsync)] + ([""] if direct else [])
     rows.append(tuple(fsync_row))
+    return Table(tuple(headers), tuple(rows))
+
+
+def build_ratio_table(workloads: Sequence[RowSpec], columns: Sequence[Column]) -> Table:
+    """The first column against each other one (``first / other``), measured in the
+    same run: the figures the targets are stated in."""
+    if len(columns) < 2:
+        return Table((), ())
+    first = columns[0]
+    headers = ["workload", *(f"{first.name} / {col.name}" for col in columns[1:])]
+    rows = []
+    for wl in workloads:
+        mine = first.results.get(wl.key)
+        rows.append((wl.title, *(ratio(mine, col.results.get(wl.key), wl.unit)
+                                 for col in columns[1:])))
+    return Table(tuple(headers), tuple(rows))
+
+
+def build_cpu_table(workloads: Sequence[RowSpec], columns: Sequence[Column]) -> Table:
+    """Server CPU microseconds (user + system) per operation, per target."""
+    measured = [c for c in columns if any(
+        isinstance(r, Measurement) and r.cpu_us_per_op is not None
+        for r in c.results.values())]
+    if not measured:
+        return Table((), ())
+    headers = ["server CPU us/op", *(c.name for c in measured)]
+    rows = []
+    for wl in workloads:
+        cells = []
+        for col in measured:
+            result = col.results.get(wl.key)
+            per_op = result.cpu_us_per_op if isinstance(result, Measurement) else None
+            cells.append("-" if per_op is None else format_value(per_op))
+        rows.append((wl.title, *cells))
     return Table(tuple(headers), tuple(rows))
 
 

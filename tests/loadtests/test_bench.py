@@ -21,7 +21,7 @@ TINY = [
     "--large-size", "64KiB", "--large-count", "3", "--large-clients", "1,2",
     "--small-count", "20", "--small-clients", "4",
     "--mixed-size", "16KiB", "--mixed-count", "20", "--mixed-clients", "2",
-    "--mixed-objects", "4", "--duration", "5s",
+    "--mixed-objects", "4", "--duration", "5s", "--peers", "none",
 ]  # fmt: skip
 TITLES = [
     "PUT 64KiB x1", "GET 64KiB x1", "PUT 64KiB x2", "GET 64KiB x2",

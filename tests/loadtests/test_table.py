@@ -1,7 +1,15 @@
 from __future__ import annotations
 
 from loadtests.bench.engine import Measurement
-from loadtests.bench.table import Column, build_table, ratio, render_markdown, render_text
+from loadtests.bench.table import (
+    Column,
+    build_cpu_table,
+    build_ratio_table,
+    build_table,
+    ratio,
+    render_markdown,
+    render_text,
+)
 from loadtests.bench.workloads import Workload
 
 PUT = Workload("put", 64 << 20, 1, 8, 10.0)
@@ -64,3 +72,22 @@ def test_render_markdown() -> None:
         "| PUT 64MiB x1 | MiB/s | 200 |",
         "| PUT fsynced before ack |  | yes |",
     ]
+
+
+def test_ratio_table_puts_the_first_target_against_each_other() -> None:
+    columns = [Column("squall", True, {PUT.key: m(mib=300)}),
+               Column("minio", True, {PUT.key: m(mib=200)}),
+               Column("vgw", False, {PUT.key: "server failed: no binary"})]
+    t = build_ratio_table([PUT], columns)
+    assert t.headers == ("workload", "squall / minio", "squall / vgw")
+    assert t.rows == ((PUT.title, "1.50x", ""),)
+    assert build_ratio_table([PUT], columns[:1]).rows == ()
+
+
+def test_cpu_table_shows_microseconds_per_operation() -> None:
+    measured = m(mib=100)
+    measured.cpu_seconds = 0.5
+    t = build_cpu_table([PUT], [Column("squall", True, {PUT.key: measured}),
+                                Column("ext", None, {PUT.key: m(mib=1)})])
+    assert t.headers == ("server CPU us/op", "squall")
+    assert t.rows == ((PUT.title, "500000"),)  # 0.5 s of CPU over 1 operation
