@@ -6,8 +6,10 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from gateway.app import build_app
 from gateway.components import build_components
@@ -18,6 +20,12 @@ GRACEFUL_SHUTDOWN_S = 30
 
 
 def configure_logging(settings: Settings) -> None:
+    # The format uses none of the caller, thread or process fields: not computing them
+    # per record (the logging HOWTO's "Optimization") saves ~20 % of an access-log line.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("squall.access").setLevel(
@@ -39,12 +47,22 @@ def serve(settings: Settings) -> None:
               f"    secret key: {credentials.secret_key}", flush=True)
     else:
         print(f"  access key: {credentials.access_key}", flush=True)
-    config = uvicorn.Config(
-        build_app(components), host=address.host, port=address.port, loop="uvloop",
-        http="httptools", lifespan="on", access_log=False, log_level=settings.log_level,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, server_header=False,
-        date_header=True)
-    _GracefulServer(config).run()
+    _GracefulServer(uvicorn_config(build_app(components), settings)).run()
+
+
+def uvicorn_config(app: ASGIApp, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn options of a gateway process; ``overrides`` replace some (the worker
+    processes of ``--workers N`` serve given sockets and run the lifespan themselves)."""
+    address = settings.listen_address
+    options: dict[str, Any] = {
+        "host": address.host, "port": address.port, "loop": "uvloop", "http": "httptools",
+        "lifespan": "on", "access_log": False, "log_level": settings.log_level,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S, "server_header": False,
+        "date_header": True,
+        # Nothing reads the client address or scheme (SigV4 signs the Host header): no
+        # X-Forwarded-* middleware on every request.
+        "proxy_headers": False}
+    return uvicorn.Config(app, **{**options, **overrides})
 
 
 class _GracefulServer(uvicorn.Server):

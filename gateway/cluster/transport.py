@@ -4,13 +4,14 @@ aiohttp's client (already installed with aiobotocore): its C parser keeps a forw
 request cheap, and with ``encoded=True`` URLs it sends the request target byte for byte
 (httpx re-quotes paths and drops ``.``/``..`` segments, which are legal in S3 keys and
 covered by the client's signature). Automatic headers are switched off: the owner must
-see the client's headers, and only those (plus the peer marker).
+see the client's headers, and only those (plus the peer marker). The workers of one host
+(``--workers N``) reach each other through Unix sockets (:meth:`use_unix_sockets`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 
 import aiohttp
 from yarl import URL
@@ -72,20 +73,41 @@ class PeerTransport:
         self._bases = {i: url for i, url in enumerate(settings.ring.members)
                        if i != settings.ring.self_index}
         self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
-        self._session: aiohttp.ClientSession | None = None
+        self._unix: dict[int, str] = {}
+        # One session for TCP members; one per member reached through a Unix socket
+        # (aiohttp's UnixConnector has one path). Made on the event loop, at first use.
+        self._sessions: dict[int | None, aiohttp.ClientSession] = {}
         self._timeout = aiohttp.ClientTimeout(total=None,
                                               sock_connect=settings.connect_timeout_s,
                                               sock_read=settings.read_timeout_s)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:  # made on the event loop, at first use
-            connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=self._settings.connections_per_peer,
-                keepalive_timeout=30.0, ttl_dns_cache=10)
-            self._session = aiohttp.ClientSession(
+    def use_unix_sockets(self, paths: Mapping[int, str]) -> None:
+        """Reach these members through their Unix socket paths instead of their URLs
+        (the workers of one host, docs/workers.md); the URLs stay their names in the
+        ring, in the peer marker and in ``Host``. Call before the first request."""
+        if self._sessions:
+            raise RuntimeError("use_unix_sockets() after the first request")
+        self._unix = {node: path for node, path in paths.items() if node in self._bases}
+
+    def _client(self, node: int) -> aiohttp.ClientSession:
+        path = self._unix.get(node)
+        slot = node if path is not None else None
+        session = self._sessions.get(slot)
+        if session is None:
+            connector: aiohttp.BaseConnector
+            if path is not None:
+                connector = aiohttp.UnixConnector(
+                    path=path, limit=self._settings.connections_per_peer,
+                    keepalive_timeout=30.0)
+            else:
+                connector = aiohttp.TCPConnector(
+                    limit=0, limit_per_host=self._settings.connections_per_peer,
+                    keepalive_timeout=30.0, ttl_dns_cache=10)
+            session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, timeout=self._timeout,
                 skip_auto_headers=_NO_AUTO_HEADERS)
-        return self._session
+            self._sessions[slot] = session
+        return session
 
     def unavailable(self, node: int, exc: BaseException) -> MemberUnavailable:
         return MemberUnavailable(node, self._settings.ring.members[node], _describe(exc))
@@ -117,7 +139,7 @@ class PeerTransport:
                 # A body waits for "100 Continue": a member that refuses the request
                 # first (a bad signature, no such bucket) answers before any of it is
                 # sent, and the answer is not lost to a reset connection.
-                response = await self._client().request(
+                response = await self._client(node).request(
                     method, url, headers=sent, data=content, allow_redirects=False,
                     timeout=request_timeout, compress=None, expect100=content is not None)
                 return PeerResponse(response)
@@ -138,6 +160,6 @@ class PeerTransport:
         return chunks()
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()

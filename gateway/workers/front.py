@@ -1,0 +1,243 @@
+"""The shared port's view of the whole gateway: the admin routes answered for all workers.
+
+A worker serves the shared port through :class:`WorkerFront`, in front of its own
+application (the cluster layer, then the S3 dispatcher). Whichever worker the kernel
+gave the connection to:
+
+* ``GET /_squall/health`` asks every worker; 200 only when all are up.
+* ``GET /_squall/status`` is this worker's status with ``"worker": {"id", "count",
+  "pid"}``; ``?workers=all`` adds every worker's status (``"workers": [...]``).
+* ``GET /_squall/metrics`` is every worker's metrics, each sample labelled
+  ``worker="K"``, plus ``squall_worker_up``.
+* ``POST /_squall/sync`` runs on every worker (each checks the client's signature) and
+  reports the sum of their progress; flushed only when all are.
+* ``GET /_squall/cluster`` describes one gateway (no members to route to: the workers
+  share the port, a client cannot choose one).
+
+Everything else, S3 requests included, goes to the worker's application unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.cluster.node import describe_single
+from gateway.cluster.peer_api import request_body
+from gateway.workers.links import ERRORS, Answer, WorkerLinks, describe
+
+HEALTH_TIMEOUT_S = 2.0
+PROGRESS_INTERVAL_S = 0.5
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"upgrade",
+                         b"transfer-encoding", b"expect"})
+Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class WorkerFront:
+    """ASGI: the whole gateway's admin views; everything else goes to ``inner``."""
+
+    def __init__(self, inner: ASGIApp, *, index: int, links: WorkerLinks,
+                 status: Callable[[], dict[str, Any]], fan_out: bool = True) -> None:
+        """``fan_out=False``: the view on a worker's own Unix socket, where only the
+        status is changed (it names the worker); the rest is the worker's own."""
+        self._inner = inner
+        self._index = index
+        self._links = links
+        self._status = status
+        self._routes: dict[tuple[str, str], Handler] = {}
+        for method in ("GET", "HEAD"):
+            self._routes[(method, "/_squall/status")] = self.status
+            if fan_out:
+                self._routes[(method, "/_squall/health")] = self.health
+                self._routes[(method, "/_squall/metrics")] = self.metrics
+                self._routes[(method, "/_squall/cluster")] = self.cluster
+        if fan_out:
+            self._routes[("POST", "/_squall/sync")] = self.sync
+
+    @property
+    def identity(self) -> dict[str, int]:
+        return {"id": self._index, "count": self._links.count, "pid": os.getpid()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            handler = self._routes.get((scope["method"], scope["path"]))
+            if handler is not None:
+                await handler(scope, receive, send)
+                return
+        await self._inner(scope, receive, send)
+
+    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answers = await self._links.get_all("/_squall/health", timeout_s=HEALTH_TIMEOUT_S)
+        workers = [_health_of(w, a) for w, a in enumerate(answers)]
+        up = all(w["status"] == "up" for w in workers)
+        body = {"status": "ok" if up else "degraded", "worker": self._index,
+                "workers": workers}
+        await JSONResponse(body, status_code=200 if up else 503)(scope, receive, send)
+
+    async def status(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {**self._status(), "worker": self.identity}
+        query = urllib.parse.parse_qs(scope["query_string"].decode("latin-1"))
+        if query.get("workers") == ["all"]:
+            answers = await self._links.get_all("/_squall/status")
+            body["workers"] = [_status_of(w, a) for w, a in enumerate(answers)]
+        await JSONResponse(body)(scope, receive, send)
+
+    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answers = await self._links.get_all("/_squall/metrics")
+        text = merge_metrics(answers)
+        await Response(text, media_type="text/plain; version=0.0.4")(scope, receive, send)
+
+    async def cluster(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {**describe_single(), "worker": self.identity}
+        await JSONResponse(body)(scope, receive, send)
+
+    async def sync(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every worker flushes; their NDJSON progress lines are summed."""
+        body = b"".join([chunk async for chunk in request_body(receive)])
+        target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        if scope["query_string"]:
+            target += "?" + scope["query_string"].decode("latin-1")
+        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]
+                   if n not in _HOP_BY_HOP]
+        opened = await asyncio.gather(*(self._open_sync(w, target, headers, body)
+                                        for w in range(self._links.count)))
+        try:
+            failed = next((r for r in opened if not isinstance(r, aiohttp.ClientResponse)
+                           or r.status != 200), None)
+            if failed is not None:
+                await _refusal(failed)(scope, receive, send)
+                return
+            responses = [r for r in opened if isinstance(r, aiohttp.ClientResponse)]
+            await StreamingResponse(sync_lines(responses),
+                                    media_type="application/x-ndjson")(scope, receive, send)
+        finally:
+            for response in opened:
+                if isinstance(response, aiohttp.ClientResponse):
+                    response.release()
+
+    async def _open_sync(self, worker: int, target: str, headers: list[tuple[str, str]],
+                         body: bytes) -> aiohttp.ClientResponse | str:
+        try:
+            return await self._links.session(worker).post(
+                self._links.url(worker, target), headers=headers, data=body,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=None))
+        except ERRORS as exc:
+            return f"worker {worker} is unavailable ({describe(exc)})"
+
+
+def _health_of(worker: int, answer: Answer) -> dict[str, Any]:
+    if answer.status == 200:
+        return {"worker": worker, "status": "up"}
+    if answer.status:
+        return {"worker": worker, "status": "starting"}
+    return {"worker": worker, "status": "down", "error": answer.error}
+
+
+def _status_of(worker: int, answer: Answer) -> dict[str, Any]:
+    if answer.status == 200:
+        with contextlib.suppress(ValueError):
+            return dict(json.loads(answer.body))
+    return {"worker": {"id": worker}, "error": answer.error or f"HTTP {answer.status}"}
+
+
+def _refusal(failed: aiohttp.ClientResponse | str) -> Response:
+    if isinstance(failed, str):
+        return JSONResponse({"error": "ServiceUnavailable", "message": failed},
+                            status_code=503)
+
+    async def passed_on() -> AsyncIterator[bytes]:
+        async for chunk in failed.content.iter_any():
+            yield chunk
+    return StreamingResponse(passed_on(), status_code=failed.status,
+                             media_type=failed.headers.get("content-type"))
+
+
+async def sync_lines(responses: Sequence[aiohttp.ClientResponse]) -> AsyncIterator[bytes]:
+    """The workers' progress lines summed every half second, then the joint outcome."""
+    progress = [{"done": 0, "total": 0} for _ in responses]
+    outcomes: list[dict[str, Any] | None] = [None] * len(responses)
+
+    async def pump(worker: int, response: aiohttp.ClientResponse) -> None:
+        try:
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                doc = json.loads(line)
+                progress[worker] = {"done": int(doc.get("done", 0)),
+                                    "total": int(doc.get("total", 0))}
+                if "flushed" in doc:
+                    outcomes[worker] = doc
+        except (*ERRORS, ValueError) as exc:
+            outcomes[worker] = {"flushed": False, "error": "ServiceUnavailable",
+                                "message": f"worker {worker} broke off ({describe(exc)})"}
+
+    tasks = [asyncio.ensure_future(pump(w, r)) for w, r in enumerate(responses)]
+    try:
+        while True:
+            _, pending = await asyncio.wait(tasks, timeout=PROGRESS_INTERVAL_S)
+            if not pending:
+                break
+            yield (json.dumps(_sum(progress)) + "\n").encode()
+    finally:
+        for task in tasks:
+            task.cancel()
+    failure = next(((w, o) for w, o in enumerate(outcomes)
+                    if o is None or o.get("flushed") is not True), None)
+    if failure is None:
+        yield (json.dumps({"flushed": True, **_sum(progress)}) + "\n").encode()
+        return
+    worker, outcome = failure
+    outcome = outcome or {"error": "ServiceUnavailable", "message": "no outcome"}
+    yield (json.dumps({"flushed": False, "error": outcome.get("error"),
+                       "message": f"worker {worker}: {outcome.get('message')}"}) + "\n").encode()
+
+
+def _sum(progress: Iterable[dict[str, int]]) -> dict[str, int]:
+    rows = list(progress)
+    return {"done": sum(p["done"] for p in rows), "total": sum(p["total"] for p in rows)}
+
+
+def merge_metrics(answers: Sequence[Answer]) -> bytes:
+    """The workers' Prometheus expositions as one, every sample labelled with its worker
+    (families kept whole, as the text format requires)."""
+    families: dict[str, Metric] = {}
+    up = GaugeMetricFamily("squall_worker_up", "1 if the worker answered this scrape",
+                           labels=["worker"])
+    for worker, answer in enumerate(answers):
+        try:
+            parsed = list(text_string_to_metric_families(answer.body.decode("utf-8"))) \
+                if answer.status == 200 else None
+        except ValueError:  # UnicodeDecodeError included
+            parsed = None
+        up.add_metric([str(worker)], 0.0 if parsed is None else 1.0)
+        for family in parsed or ():
+            merged = families.get(family.name)
+            if merged is None:
+                merged = families[family.name] = Metric(family.name, family.documentation,
+                                                        family.type, family.unit)
+            for sample in family.samples:
+                merged.add_sample(sample.name, {**sample.labels, "worker": str(worker)},
+                                  sample.value, sample.timestamp, sample.exemplar)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families([*families.values(), up]))  # type: ignore[arg-type]
+    return generate_latest(registry)
+
+
+class _Families:
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families

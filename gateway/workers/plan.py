@@ -1,0 +1,83 @@
+"""What each worker of ``squall serve --workers N`` runs: its settings, derived once.
+
+Worker ``k`` is cluster member ``k`` of a ring of N synthetic members named
+``http://worker-<k>`` (names for the rendezvous hash, the peer marker and logs; the
+traffic goes to Unix sockets). It keeps its cache under ``<data-dir>/worker-<k>`` and
+shares the backend and the credentials. What is a budget for the whole gateway (cache
+capacity, backend throttle) is divided between the workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gateway.cache.settings import CacheVolumeSettings
+from gateway.cache.units import parse_rate, parse_size
+from gateway.credentials import Credentials
+from gateway.settings import Settings
+from gateway.workers.layout import worker_dir
+
+
+def member_url(index: int) -> str:
+    return f"http://worker-{index}"
+
+
+def check(settings: Settings) -> None:
+    """ValueError for what ``--workers N`` (N > 1) cannot run."""
+    if settings.peers:
+        raise ValueError("--workers N cannot be combined with --peers yet: run one "
+                         "single-process member per host (see docs/workers.md)")
+    if settings.node_id is not None:
+        raise ValueError("--node-id needs --peers, which --workers N does not support yet")
+    kind = settings.backend_spec.kind
+    if kind == "blobseer_like":
+        raise ValueError("the blobseer_like backend is used by one process at a time; "
+                         "run it with --workers 1")
+
+
+def volumes(settings: Settings) -> list[Path]:
+    """The cache volume directories of every worker (kept by a layout change)."""
+    count = settings.workers
+    paths: list[Path] = []
+    for k in range(count):
+        derived = worker_settings(settings, k, Credentials("-", "-"), "-" * 16)
+        if derived.cache_volumes is not None:
+            paths += [v.path for v in derived.cache_volumes]
+        paths.append(derived.cache_dir or derived.data_dir / "cache")
+        if derived.cache_volume_root is not None:
+            paths.append(derived.cache_volume_root)
+    return paths
+
+
+def worker_settings(settings: Settings, index: int, credentials: Credentials,
+                    secret: str) -> Settings:
+    """The settings of worker ``index`` of ``settings.workers``."""
+    count = settings.workers
+    spec = settings.backend_spec  # resolved against the parent's data dir
+    tag = f"worker-{index}"
+    update: dict[str, Any] = {
+        "data_dir": worker_dir(settings.data_dir, index),
+        "backend": f"{spec.kind}:{spec.args}",
+        "access_key": credentials.access_key,
+        "secret_key": credentials.secret_key,
+        "peers": [member_url(k) for k in range(count)],
+        "node_id": index,
+        "cluster_secret": secret,
+    }
+    if settings.cache_dir is not None:
+        update["cache_dir"] = settings.cache_dir / tag
+    if settings.cache_volume_root is not None:
+        update["cache_volume_root"] = settings.cache_volume_root / tag
+    if settings.cache_volumes is not None:
+        update["cache_volumes"] = [
+            CacheVolumeSettings(path=v.path / tag, capacity_bytes=v.capacity_bytes // count)
+            for v in settings.cache_volumes]
+    update["cache_size"] = str(parse_size(settings.cache_size) // count)
+    if settings.cache_max_size is not None:
+        update["cache_max_size"] = str(parse_size(settings.cache_max_size) // count)
+    if settings.backend_bandwidth is not None:
+        update["backend_bandwidth"] = repr(parse_rate(settings.backend_bandwidth) / count)
+    if settings.backend_iops is not None:
+        update["backend_iops"] = settings.backend_iops / count
+    return Settings(**{**settings.model_dump(), **update})

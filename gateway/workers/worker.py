@@ -1,0 +1,186 @@
+"""One worker process of ``squall serve --workers N`` (started by the supervisor only).
+
+``python -m gateway.workers.worker K --control-fd A --listen-fd B``: reads its settings
+from the control socket, builds the gateway (a cluster member whose peers are the other
+workers), and serves two uvicorn servers on one event loop: the shared port (inherited
+socket) and its own Unix socket for the other workers. Stopping takes two steps so that a
+request forwarded between workers is never cut: ``drain`` stops the shared port and
+finishes its requests (the others still forward to this worker meanwhile), ``stop``
+closes the Unix socket and the cache once every worker has drained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import uvloop
+from pydantic import ValidationError
+
+from gateway.app import build_app
+from gateway.components import Components, build_components
+from gateway.credentials import Credentials
+from gateway.server import configure_logging, uvicorn_config
+from gateway.settings import Settings
+from gateway.workers import control
+from gateway.workers.front import WorkerFront
+from gateway.workers.links import WorkerLinks
+from gateway.workers.sockets import BACKLOG, unix_listener
+
+log = logging.getLogger("squall.workers")
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals alone: the worker decides when to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Worker:
+    """The running worker: its components, two servers and the control stream."""
+
+    def __init__(self, index: int, settings: Settings, components: Components,
+                 sockets: Sequence[str], listener: socket.socket,
+                 control_sock: socket.socket) -> None:
+        self.index = index
+        self.settings = settings
+        self.components = components
+        self.sockets = list(sockets)
+        self.listener = listener
+        self.control_sock = control_sock
+        self.links = WorkerLinks(self.sockets)
+        self._stop_now = asyncio.Event()
+
+    def _config(self, app: object) -> uvicorn.Config:
+        level = "debug" if self.settings.log_level == "debug" else "warning"
+        return uvicorn_config(app, self.settings, lifespan="off", log_config=None,  # type: ignore[arg-type]
+                              log_level=level)
+
+    async def run(self) -> int:
+        reader, writer = await asyncio.open_connection(sock=self.control_sock)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._stop_now.set)
+        try:
+            await self.components.start()
+            peer_sock = unix_listener(Path(self.sockets[self.index]))
+            self.listener.listen(BACKLOG)  # the kernel sends connections from now on
+        except Exception as exc:
+            log.exception("worker %d cannot start", self.index)
+            writer.write(control.error_line(1, f"worker {self.index} cannot start: {exc}"))
+            await writer.drain()
+            await self.components.stop()
+            return 1
+        app = build_app(self.components)
+        front = WorkerFront(app, index=self.index, links=self.links,
+                            status=self.components.status)
+        own = WorkerFront(app, index=self.index, links=self.links,
+                          status=self.components.status, fan_out=False)
+        peer = _Server(self._config(own))
+        public = _Server(self._config(front))
+        peer_task = asyncio.ensure_future(peer.serve(sockets=[peer_sock]))
+        public_task = asyncio.ensure_future(public.serve(sockets=[self.listener]))
+        try:
+            try:
+                await _started(peer, peer_task)
+                await _started(public, public_task)
+            except Exception as exc:
+                log.exception("worker %d cannot serve", self.index)
+                writer.write(control.error_line(1, f"worker {self.index} cannot serve: {exc}"))
+                await writer.drain()
+                return 1
+            writer.write(f"{control.READY}\n".encode())
+            await writer.drain()
+            command = await self._wait(reader, {public_task, peer_task})
+            public.should_exit = True
+            await public_task
+            if command == control.DRAIN:  # the others may still forward to this worker
+                writer.write(f"{control.DRAINED}\n".encode())
+                with contextlib.suppress(OSError):
+                    await writer.drain()
+                await self._wait(reader, {peer_task})
+            if self.components.cluster is not None:  # the others stop too: no alarms
+                await self.components.cluster.health.stop()
+            peer.should_exit = True
+            await peer_task
+        finally:
+            for task in (public_task, peer_task):
+                task.cancel()
+            await self.links.aclose()
+            await self.components.stop()
+        return 0
+
+    async def _wait(self, reader: asyncio.StreamReader, tasks: set[asyncio.Future[None]]
+                    ) -> str:
+        """The parent's next command (drain, stop); "" for SIGTERM, EOF (the parent is
+        gone) or a server that ended on its own."""
+        command = asyncio.ensure_future(reader.readline())
+        signalled = asyncio.ensure_future(self._stop_now.wait())
+        try:
+            waited: set[asyncio.Future[Any]] = {command, signalled, *tasks}
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            command.cancel()
+            signalled.cancel()
+        if command.done() and not command.cancelled() and command.exception() is None:
+            return str(command.result().strip().decode())
+        return ""
+
+
+async def _started(server: uvicorn.Server, task: asyncio.Future[None]) -> None:
+    while not server.started:
+        if task.done():
+            task.result()  # its exception, if any
+            raise RuntimeError("the server stopped while starting")
+        await asyncio.sleep(0.01)
+
+
+def _configure_logging(settings: Settings, index: int) -> None:
+    """The gateway's logging, each line naming the worker."""
+    configure_logging(settings)
+    tagged = logging.Formatter(f"%(asctime)s %(levelname)s worker-{index} %(name)s "
+                               "%(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(tagged)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="squall-worker")
+    parser.add_argument("index", type=int)
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--listen-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
+    control_sock = socket.socket(fileno=args.control_fd)
+    listener = socket.socket(fileno=args.listen_fd)
+    try:
+        config = control.read_config(control_sock)
+        settings = Settings(**config["settings"])
+        sockets = [str(p) for p in config["sockets"]]
+        _configure_logging(settings, args.index)
+        assert settings.access_key is not None and settings.secret_key is not None
+        components = build_components(
+            settings, Credentials(settings.access_key, settings.secret_key))
+    except EOFError:
+        return 1
+    except (ValueError, ValidationError, KeyError) as exc:
+        control_sock.sendall(control.error_line(2, str(exc)))
+        return 2
+    assert components.cluster is not None
+    components.cluster.transport.use_unix_sockets(dict(enumerate(sockets)))
+    worker = Worker(args.index, settings, components, sockets, listener, control_sock)
+    return uvloop.run(worker.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
