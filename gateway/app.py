@@ -179,7 +179,13 @@ async def sync_progress(cache: CacheTier | None, bucket: str | None,
                 break
             yield (json.dumps(progress) + "\n").encode()
         error = task.exception()
-        if error is None:
+        if error is None and (refused := task.result()):
+            yield (json.dumps({
+                "flushed": False, "error": "Quarantined", **progress,
+                "message": f"{len(refused)} object(s) the backend refuses; kept in the "
+                           "cache and retried every few minutes",
+                "quarantined": [q.describe() for q in refused[:100]]}) + "\n").encode()
+        elif error is None:
             yield (json.dumps({"flushed": True, **progress}) + "\n").encode()
         else:
             spec, message = s3_error_for(error)

@@ -50,6 +50,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     c.add_argument("--inactivity-delay", type=float,
                    help="ID: seconds ingest must stay below UT before phase 2")
     c.add_argument("--flush-concurrency", type=int, help="objects flushed at once")
+    c.add_argument("--cache-admission", choices=["auto", "cache"],
+                   help="auto (default): writes go past the cache when the backend takes "
+                        "them as fast; cache: cache every write that fits")
     t = p.add_argument_group("backend throttle")
     t.add_argument("--backend-bandwidth", help="cap on bytes to/from the backend, e.g. 20MiB/s")
     t.add_argument("--backend-iops", type=float, help="cap on backend operations per second")
@@ -58,6 +61,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="N: size of the backing storage in GB")
     m.add_argument("--cost-cache-bandwidth-mb-s", type=float,
                    help="B_c: bandwidth of the cache device in MB/s")
+    p.add_argument("--workers", type=_worker_count,
+                   help="worker processes serving the port, each owning a share of the "
+                        "keys (default 1; see docs/workers.md)")
     k = p.add_argument_group("cluster (see docs/cluster.md)")
     k.add_argument("--peers", help="ordered member list URL0,URL1,... (every member gets "
                                    "the same list); each key is owned by one member")
@@ -67,6 +73,15 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                                             "(required with more than one member; prefer "
                                             "SQUALL_CLUSTER_SECRET: flags show in ps)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+
+def _worker_count(text: str) -> int:
+    from gateway.settings import MAX_WORKERS
+
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of processes from 1 to {MAX_WORKERS}, not {text!r}")
+    return int(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,6 +123,13 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
     try:
+        if settings.workers > 1:
+            from gateway.workers.supervisor import serve_workers
+
+            return serve_workers(settings)
+        from gateway.workers.layout import prepare
+
+        prepare(settings.data_dir, 1)
         serve(settings)
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)

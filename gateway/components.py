@@ -128,7 +128,8 @@ def cache_settings(settings: Settings) -> CacheSettings:
                          max_dirty_age_s=settings.max_dirty_age,
                          utilization_threshold=settings.utilization_threshold,
                          inactivity_delay_s=settings.inactivity_delay,
-                         flush_concurrency=settings.flush_concurrency)
+                         flush_concurrency=settings.flush_concurrency,
+                         admission=settings.cache_admission)
 
 
 def build_components(settings: Settings, credentials: Credentials) -> Components:

@@ -56,7 +56,13 @@ def prefix_of(key: str, prefix: str, delimiter: str) -> str | None:
 
 async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, prefix: str,
                     delimiter: str, max_keys: int, after: str) -> ListPage:
-    """One page of keys/prefixes after ``after``; ``iterate(start_after)`` opens a listing."""
+    """One page of keys/prefixes after ``after``; ``iterate(start_after)`` opens a listing.
+
+    A common prefix is skipped by opening a new listing after ``prefix + U+10FFFF``: every
+    layer seeks to it (bisection, a RocksDB seek, a pruned tree walk, ``StartAfter``), so
+    the keys under a prefix are never walked. The few keys that sort after that point
+    and still share the prefix (they continue with U+10FFFF) are passed over one by one.
+    """
     objects: list[ObjectInfo] = []
     prefixes: list[str] = []
     last = ""
@@ -64,13 +70,17 @@ async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, pref
     if max_keys <= 0:
         return ListPage()
     # A marker that is a common prefix (returned by an earlier page) skips that prefix.
+    skipped = None
     if after.startswith(prefix) and prefix_of(after, prefix, delimiter) == after:
         start = after + AFTER_ALL
+        skipped = after
     while True:
         restarted = False
         async with closing(iterate(start)) as listing:
             async for info in listing:
                 cp = prefix_of(info.key, prefix, delimiter)
+                if cp is not None and cp == skipped:
+                    continue  # a key past the restart point that has the same prefix
                 if len(objects) + len(prefixes) >= max_keys:
                     return ListPage(objects, prefixes, True, last or None)
                 if cp is None:
@@ -78,7 +88,7 @@ async def list_page(iterate: Callable[[str], AsyncIterator[ObjectInfo]], *, pref
                     last = info.key
                     continue
                 prefixes.append(cp)
-                last = cp
+                last = skipped = cp
                 start = cp + AFTER_ALL  # skip the whole prefix
                 restarted = True
                 break

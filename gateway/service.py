@@ -20,6 +20,7 @@ from backends.base import (
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
+    PartCopyingBackend,
     PartInfo,
     RangedWriteBackend,
     RangeRequest,
@@ -325,16 +326,28 @@ class ObjectService:
     async def upload_part_copy(self, source: CopySource, bucket: str, key: str,
                                upload_id: str, part_number: int
                                ) -> tuple[PartInfo, str | None]:
+        """A part copied from (a range of) ``source``: by the storage stack itself when it
+        can (:class:`PartCopyingBackend`), else streamed through here."""
         multipart = self._multipart()
         # Fail on an unknown upload before reading any source bytes.
         await multipart.list_parts(bucket, key, upload_id)
         stored, version = await self._source(source)
+        source_version = None if version is None else version.version_id
+        if isinstance(self._backend, PartCopyingBackend):
+            raw = await self._backend.head_object(source.bucket, stored)
+            if source.byte_range is not None:
+                source.byte_range.resolve(raw.size)  # InvalidRange first, as a GET has it
+            source.conditions.check_copy_source(self._versions.view(raw, version))
+            part = await self._backend.upload_part_copy(
+                source.bucket, stored, bucket, key, upload_id, part_number,
+                byte_range=source.byte_range, src_etag=raw.etag)
+            return part, source_version
         async with await self._backend.get_object(source.bucket, stored,
                                                   byte_range=source.byte_range) as stream:
             source.conditions.check_copy_source(self._versions.view(stream.info, version))
             part = await multipart.upload_part(bucket, key, upload_id, part_number,
                                                aiter(stream))
-        return part, None if version is None else version.version_id
+        return part, source_version
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         return await self._multipart().list_parts(bucket, key, upload_id)

@@ -15,6 +15,7 @@ from gateway.cache.units import parse_rate, parse_size
 from gateway.cluster.settings import check_peers, split_peers
 
 DEFAULT_PORT = 9000
+MAX_WORKERS = 256
 
 
 class ListenAddress(BaseModel):
@@ -78,6 +79,9 @@ class Settings(BaseSettings):
     utilization_threshold: float = Field(default=0.3, gt=0, le=1)
     inactivity_delay: float = Field(default=30.0, ge=0)
     flush_concurrency: int = Field(default=4, ge=1)
+    # "auto": a write goes past the cache when the backend takes it as fast (measured);
+    # "cache": every write that fits is cached (docs/cache.md, "Admission").
+    cache_admission: Literal["auto", "cache"] = "auto"
     # Cost model (seed III-B): N, the backing device size in GB, and B_c, the cache
     # device's bandwidth in MB/s (B_b is --backend-bandwidth).
     cost_backend_size_gb: float = Field(default=0.0, ge=0)
@@ -88,6 +92,9 @@ class Settings(BaseSettings):
     peers: list[str] = Field(default_factory=list)
     node_id: int | None = Field(default=None, ge=0)
     cluster_secret: str | None = None
+    # Worker processes serving the one listening port (docs/workers.md); 1: one process,
+    # as without the option.
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
 
     @field_validator("listen")
     @classmethod

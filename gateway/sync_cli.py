@@ -74,4 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"squall sync: not flushed: {last.get('error')} {last.get('message')}",
           file=sys.stderr)
+    for held in last.get("quarantined", []):
+        print(f"  {held['bucket']}/{held['key']}: {held['error']} "
+              f"({held['attempts']} attempts)", file=sys.stderr)
     return 1

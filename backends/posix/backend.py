@@ -33,7 +33,7 @@ from backends.posix.uploads import UploadStore
 class PosixBackend:
     """Buckets are directories of ``root``; ``<root>/<bucket>/<key>`` is the object.
 
-    Implements Backend, MultipartBackend and CopyingBackend. The hidden area
+    Implements Backend, MultipartBackend, CopyingBackend and PartCopyingBackend. The hidden area
     ``<root>/.squall`` holds temp files, records and multipart staging; keys a file
     system cannot hold verbatim are encoded (docs/posix-layout.md). ``durability="none"``
     skips every fsync. ``use_xattrs`` None detects whether the file system keeps user
@@ -163,6 +163,15 @@ class PosixBackend:
         await self._ensure_ready()
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None = None,
+                               src_etag: str | None = None) -> PartInfo:
+        await self._ensure_ready()
+        return await self._uploads.upload_part_copy(
+            src_bucket, src_key, bucket, key, upload_id, part_number, byte_range=byte_range,
+            src_etag=src_etag)
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         await self._ensure_ready()

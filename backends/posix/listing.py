@@ -18,7 +18,7 @@ from itertools import count
 
 from backends.base import ObjectInfo
 from backends.posix import tree
-from backends.posix.layout import decode_name, is_canonical
+from backends.posix.layout import DISPLACED, decode_name, is_canonical
 
 _KEY, _DISPLACED_KEY, _DIR = 0, 1, 2
 Describe = Callable[[str, int, os.stat_result], ObjectInfo]
@@ -127,8 +127,14 @@ class TreeLister:
         parent = self._parent_fd(dirs)
         if parent is None:
             return None
-        opened = tree.open_regular(parent, name)
-        if opened is None:
+        # The object may have been (un)displaced since its directory was read (a key
+        # below it was written or removed meanwhile): probe as tree.open_object does.
+        other = name[len(DISPLACED):] if name.startswith(DISPLACED) else DISPLACED + name
+        for probe in (name, other, name):
+            opened = tree.open_regular(parent, probe)
+            if opened is not None:
+                break
+        else:
             return None  # deleted meanwhile
         fd, st = opened
         try:

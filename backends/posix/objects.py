@@ -38,6 +38,7 @@ from backends.posix.staging import StagedFile, commit_shielded, settled
 T = TypeVar("T")
 _COMMIT_ATTEMPTS = 64
 _LIST_BATCH = 256
+_FIRST_LIST_BATCH = 4
 
 
 def _md5_of(fd: int, size: int, chunk_size: int) -> str:
@@ -192,9 +193,12 @@ class ObjectStore:
         lister = TreeLister(bucket_fd, prefix=prefix, start_after=start_after,
                             describe=lambda key, fd, st: self.describe(bucket, key, fd, st))
         job: asyncio.Future[list[ObjectInfo]] | None = None
+        # Small first batches: a listing restarted past a common prefix often needs one key.
+        size = _FIRST_LIST_BATCH
         try:
             while True:
-                job = asyncio.ensure_future(run_blocking(lister.next_batch, _LIST_BATCH))
+                job = asyncio.ensure_future(run_blocking(lister.next_batch, size))
+                size = min(size * 4, _LIST_BATCH)
                 with os_errors("ListObjects", missing=NoSuchBucket(bucket)):
                     batch = await asyncio.shield(job)
                 if not batch:

@@ -4,10 +4,14 @@
 and, per part, a data file ``part-NNNNN.<random>`` and its record ``part-NNNNN.json``
 (ETag, size, checksum, data file name). A part is replaced by writing the new data file,
 then atomically renaming the new record over the old one, then unlinking the old data.
+UploadPartCopy fills the part's data file with copy_file_range from the source's file.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import hashlib
 import json
 import os
 import re
@@ -18,9 +22,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backends.base import Body, CompletedPart, ObjectInfo, ObjectMeta, PartInfo, UploadInfo
+from backends.base import (
+    Body,
+    CompletedPart,
+    ObjectInfo,
+    ObjectMeta,
+    PartInfo,
+    RangeRequest,
+    UploadInfo,
+)
 from backends.blocking import run_blocking
-from backends.errors import BadDigest, InvalidDigest, InvalidPart, NoSuchBucket, NoSuchUpload
+from backends.errors import (
+    BadDigest,
+    InvalidDigest,
+    InvalidPart,
+    NoSuchBucket,
+    NoSuchKey,
+    NoSuchUpload,
+    PreconditionFailed,
+)
 from backends.locks import NamedLocks
 from backends.multipart import (
     MAX_PART_NUMBER,
@@ -35,7 +55,7 @@ from backends.posix.layout import check_bucket, encode_key
 from backends.posix.metadata import meta_from_json, meta_to_json
 from backends.posix.objects import ObjectStore
 from backends.posix.oserrors import os_errors
-from backends.posix.staging import StagedFile, commit_shielded
+from backends.posix.staging import StagedFile, commit_shielded, settled
 
 UPLOAD_MAGIC = "squall.upload"
 PART_MAGIC = "squall.part"
@@ -43,6 +63,10 @@ VERSION = 1
 _UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _PART_RECORD = re.compile(r"part-(\d{5})\.json")
 _PART_DATA = re.compile(r"part-\d{5}\.[0-9a-f]{20}")
+_COPY_CHUNK = 1 << 20
+# copy_file_range refusals after which the part copy reads and writes (as files.copy_data)
+_NO_OFFLOAD = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF,
+               errno.ETXTBSY, errno.EPERM}
 
 
 def _dumps(data: object) -> bytes:
@@ -72,6 +96,36 @@ def _part_from(data: Any) -> tuple[PartInfo, str] | None:
         return (part, name) if _PART_DATA.fullmatch(name) else None
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         return None
+
+
+def _copy_range(src_fd: int, dst_fd: int, start: int, length: int, md5: bool) -> str | None:
+    """Blocking: copy ``length`` bytes at ``start`` of ``src_fd`` to the start of
+    ``dst_fd`` (copy_file_range, else pread/pwrite); with ``md5``, return their MD5."""
+    done, offload = 0, True
+    while done < length:
+        if offload:
+            try:
+                copied = os.copy_file_range(src_fd, dst_fd, length - done, start + done, done)
+            except OSError as exc:
+                if exc.errno not in _NO_OFFLOAD:
+                    raise
+                offload = False
+                continue
+        else:
+            data = memoryview(os.pread(src_fd, min(_COPY_CHUNK, length - done), start + done))
+            written = 0
+            while written < len(data):
+                written += os.pwrite(dst_fd, data[written:], done + written)
+            copied = written
+        if copied == 0:
+            raise OSError(errno.EIO, "source shorter than expected")
+        done += copied
+    if not md5:
+        return None
+    digest = hashlib.md5()
+    for offset in range(start, start + length, _COPY_CHUNK):
+        digest.update(os.pread(src_fd, min(_COPY_CHUNK, start + length - offset), offset))
+    return digest.hexdigest()
 
 
 class UploadStore:
@@ -240,6 +294,48 @@ class UploadStore:
             with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
                 await run_blocking(self._store_part, bucket, upload_id, staged, part)
         return part
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None,
+                               src_etag: str | None) -> PartInfo:
+        """(A range of) the current source as a part; the file system copies the bytes
+        (copy_file_range: a reflink or an in-kernel copy where it can). They are read back
+        only for an MD5 the source's ETag does not give (a range, a multipart source)."""
+        check_bucket(bucket)
+        check_bucket(src_bucket)
+        if not 1 <= part_number <= MAX_PART_NUMBER:
+            raise InvalidPart(f"Part number must be an integer between 1 and "
+                              f"{MAX_PART_NUMBER}.")
+        with os_errors("UploadPartCopy", missing=NoSuchUpload(upload_id)):
+            await run_blocking(self._load, bucket, key, upload_id)
+        src_path = encode_key(src_key)
+        staged = self._objects.staged()
+        try:
+            with os_errors("UploadPartCopy", missing=NoSuchKey(src_bucket, src_key)):
+                # (the file is opened before its record is read: one version throughout)
+                fd, info, _ = await self._objects._open(src_bucket, src_path)
+            staged.adopt(fd)
+            if src_etag is not None and src_etag.strip().strip('"') != info.etag:
+                raise PreconditionFailed("The source object's ETag does not match.")
+            resolved = byte_range.resolve(info.size) if byte_range is not None else None
+            start, length = (resolved.start, resolved.length) if resolved else (0, info.size)
+            same = length == info.size and "-" not in info.etag
+            with os_errors("UploadPartCopy"):
+                await staged.open()
+                job = asyncio.ensure_future(run_blocking(
+                    _copy_range, fd, staged.fd, start, length, not same))
+                try:
+                    md5 = await asyncio.shield(job)
+                except asyncio.CancelledError:
+                    await settled(job)  # the fds stay open until the copy has stopped
+                    raise
+                st = await staged.finish()
+            part = PartInfo(part_number, md5 or info.etag, st.st_size, st.st_mtime)
+            return await commit_shielded(staged, self._commit_part(bucket, upload_id,
+                                                                   staged, part))
+        finally:
+            await staged.discard()
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         check_bucket(bucket)

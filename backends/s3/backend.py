@@ -1,4 +1,5 @@
-"""S3Backend: Backend, MultipartBackend and CopyingBackend over an upstream S3 service."""
+"""S3Backend: Backend, MultipartBackend, CopyingBackend and PartCopyingBackend over an
+upstream S3 service."""
 
 from __future__ import annotations
 
@@ -190,6 +191,14 @@ class S3Backend:
                           body: Body, *, content_md5: bytes | None = None) -> PartInfo:
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None = None,
+                               src_etag: str | None = None) -> PartInfo:
+        return await self._uploads.upload_part_copy(
+            src_bucket, src_key, bucket, key, upload_id, part_number, byte_range=byte_range,
+            src_etag=src_etag)
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         return await self._uploads.list_parts(bucket, key, upload_id)

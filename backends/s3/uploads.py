@@ -20,8 +20,16 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from backends.base import CompletedPart, ObjectInfo, ObjectMeta, PartInfo, UploadInfo, final_meta
-from backends.errors import BadDigest, NoSuchBucket, NoSuchUpload
+from backends.base import (
+    CompletedPart,
+    ObjectInfo,
+    ObjectMeta,
+    PartInfo,
+    RangeRequest,
+    UploadInfo,
+    final_meta,
+)
+from backends.errors import BadDigest, NoSuchBucket, NoSuchUpload, PreconditionFailed
 from backends.multipart import check_completion
 from backends.s3.errors import upstream
 from backends.s3.meta import write_params
@@ -125,6 +133,32 @@ class Uploads:
             known.pop(number, None)
         return PartInfo(number, str(response["ETag"]).strip('"'), spool.size,
                         time.time(), checksum)
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, number: int, *, byte_range: RangeRequest | None,
+                               src_etag: str | None) -> PartInfo:
+        """UploadPartCopy upstream: the bytes never pass through Squall. The range is
+        resolved here (as a GET resolves it; S3 copies take no suffix ranges) and the copy
+        is tied to the upstream ETag of the source version checked."""
+        await self._check_upload(bucket, key, upload_id)
+        source = await self._up.head(src_bucket, src_key, with_tags=False)
+        if src_etag is not None and source.info.etag != src_etag.strip().strip('"'):
+            raise PreconditionFailed()
+        resolved = byte_range.resolve(source.info.size) if byte_range is not None else None
+        loc = self._up.locate(src_bucket)
+        params = {"CopySource": {"Bucket": loc.bucket, "Key": loc.key(src_key)},
+                  "CopySourceIfMatch": f'"{source.upstream_etag}"'}
+        if resolved is not None:
+            params["CopySourceRange"] = f"bytes={resolved.start}-{resolved.end}"
+        client = await self._up.client()
+        with upstream(bucket, key, upload_id):
+            response = await client.upload_part_copy(
+                **self._target(bucket, key), UploadId=upload_id, PartNumber=number, **params)
+        result = response["CopyPartResult"]
+        self._checksums.get(upload_id, {}).pop(number, None)
+        return PartInfo(number, str(result["ETag"]).strip('"'),
+                        resolved.length if resolved else source.info.size,
+                        _ts(result.get("LastModified")) or time.time())
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         return await self._stored_parts(bucket, key, upload_id)

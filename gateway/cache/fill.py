@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from backends.base import ObjectInfo, ObjectStream
-from backends.blocking import run_blocking
+from backends.blocking import run_cache_blocking
 from backends.errors import SlowDown, StorageError
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.store import Fill
@@ -52,7 +52,7 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
     fill = store.register_fill(bk)
     writer: DataFileWriter | None = None
     try:
-        writer = await run_blocking(DataFileWriter, vol, sync=store.sync)
+        writer = await run_cache_blocking(DataFileWriter, vol, sync=store.sync)
     except StorageError:
         log.warning("cannot start a read-through copy of %s/%s", *bk, exc_info=True)
     state = {"broken": writer is None}
@@ -61,7 +61,7 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
         async for chunk in counted():
             if not state["broken"] and writer is not None:
                 try:
-                    await run_blocking(writer.write, chunk)
+                    await run_cache_blocking(writer.write, chunk)
                 except StorageError:
                     log.warning("read-through copy of %s/%s failed", *bk, exc_info=True)
                     state["broken"] = True
@@ -83,7 +83,7 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
                     store.settle(claim)
                 else:
                     if writer is not None:
-                        await run_blocking(writer.abort)
+                        await run_cache_blocking(writer.abort)
                     store.drop_claim(claim)
 
     return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
@@ -102,7 +102,7 @@ async def _keep(tier: CacheTier, writer: DataFileWriter, vol_id: str, info: Obje
     if store.get(*bk) is not None or not store.keys.try_acquire(bk):
         return False
     try:
-        await run_blocking(writer.commit)
+        await run_cache_blocking(writer.commit)
         entry = Entry(bucket=info.bucket, key=info.key, state=EntryState.CLEAN,
                       seq=store.next_seq(), size=info.size, etag=info.etag, meta=info.meta,
                       segments=(Segment(vol_id, writer.name, writer.size, writer.md5()),),
@@ -110,7 +110,7 @@ async def _keep(tier: CacheTier, writer: DataFileWriter, vol_id: str, info: Obje
         try:
             await store.commit(bk, entry, sync=False)
         except Exception:
-            await run_blocking(unlink, store.volumes[vol_id], writer.name)
+            await run_cache_blocking(unlink, store.volumes[vol_id], writer.name)
             raise
         return True
     finally:

@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from backends.base import Backend, CompletedPart, MultipartBackend
-from backends.blocking import run_blocking
 from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
+from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.index import Batch
 from gateway.cache.policy import WritebackPolicy
+from gateway.cache.quarantine import Quarantine, QuarantinedFlush
 from gateway.cache.readers import read_slices, slices
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.streams import ClosingBody
@@ -34,8 +35,10 @@ _RETRY_BASE_S = 0.05
 
 
 class Flusher:
-    def __init__(self, store: CacheStore, inner: Backend, policy: WritebackPolicy) -> None:
+    def __init__(self, store: CacheStore, inner: Backend, policy: WritebackPolicy, *,
+                 admission: Admission | None = None) -> None:
         self._store = store
+        self._admission = admission
         self._inner = inner
         self._policy = policy
         self._settings = store.settings
@@ -44,6 +47,13 @@ class Flusher:
         self._attempts: dict[BK, int] = {}
         self._retry_at: dict[BK, float] = {}
         self._forced: set[BK] = set()  # flushes started only to make room
+        self.quarantine = Quarantine(self._unflushed_seq,
+                                     after_attempts=self._settings.quarantine_attempts,
+                                     retry_s=self._settings.quarantine_retry_s)
+
+    def _unflushed_seq(self, bk: BK) -> int | None:
+        entry = self._store.get(*bk)
+        return entry.seq if entry is not None and entry.dirty else None
 
     @property
     def inflight(self) -> int:
@@ -97,8 +107,7 @@ class Flusher:
             assert isinstance(inner, MultipartBackend)
             with contextlib.suppress(NoSuchUpload):
                 await inner.abort_multipart_upload(bucket, key, upload_id)
-        await run_blocking(self._store.index.write,
-                           Batch().delete_flush_upload(upload_id), sync=False)
+        await self._store.index.commit(Batch().delete_flush_upload(upload_id), sync=False)
         self._store.flush_uploads.pop(upload_id, None)
 
     async def _worker(self) -> None:
@@ -142,22 +151,32 @@ class Flusher:
     # -- one flush ---------------------------------------------------------------------
     async def _flush(self, entry: Entry) -> None:
         ok = False
+        started = time.monotonic()
         try:
             if entry.deleted:
                 await self._inner.delete_object(entry.bucket, entry.key)
             else:
                 await self._upload(entry)
             ok = True
+            if self._admission is not None and not entry.deleted:
+                self._admission.observe_backend(entry.size, time.monotonic() - started,
+                                                self._store.now(), flush=True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
+            if self._admission is not None:
+                self._admission.backend_failed()
             self._store.stats.flush_errors_total += 1
             attempts = self._attempts.get(entry.bk, 0) + 1
             self._attempts[entry.bk] = attempts
             delay = min(self._settings.flush_retry_max_s, _RETRY_BASE_S * 2 ** (attempts - 1))
+            quarantined = self.quarantine.failed(entry.bk, entry.seq, exc, attempts)
+            if quarantined is not None:
+                delay = quarantined
             self._retry_at[entry.bk] = time.monotonic() + delay
-            log.warning("flushing %s/%s failed (attempt %d, retry in %.2fs): %r",
-                        entry.bucket, entry.key, attempts, delay, exc)
+            log.warning("flushing %s/%s failed (attempt %d, %sretry in %.2fs): %r",
+                        entry.bucket, entry.key, attempts,
+                        "quarantined, " if quarantined is not None else "", delay, exc)
         finally:
             await asyncio.shield(self._finish(entry, ok))
 
@@ -173,6 +192,7 @@ class Flusher:
                     store.set_memory(bk, replace(current, state=EntryState.DIRTY))
                     return
                 store.stats.flushes_total += 1
+                self.quarantine.flushed(bk)
                 self._attempts.pop(bk, None)
                 self._retry_at.pop(bk, None)
                 if current.deleted:
@@ -207,7 +227,9 @@ class Flusher:
 
     async def _upload(self, entry: Entry) -> None:
         store = self._store
-        store.pin(entry.segments)
+        # Data files stay until the flush read them; inline bytes are held by ``entry``.
+        files = [s for s in entry.segments if s.inline is None]
+        store.pin(files)
         try:
             if "-" in entry.etag and isinstance(self._inner, MultipartBackend):
                 try:
@@ -218,7 +240,7 @@ class Flusher:
                              entry.bucket, entry.key, exc)
             await self._upload_single(entry)
         finally:
-            await store.unpin(entry.segments)
+            await store.unpin(files)
 
     async def _upload_single(self, entry: Entry) -> None:
         md5 = hashlib.md5()
@@ -249,7 +271,7 @@ class Flusher:
                 del store.flush_creating[entry.bk]
         store.flush_uploads[upload.upload_id] = entry.bk  # hidden from listings at once
         try:
-            await run_blocking(store.index.write, Batch().put_flush_upload(
+            await store.index.commit(Batch().put_flush_upload(
                 upload.upload_id, entry.bucket, entry.key), sync=store.sync)
         except BaseException:
             await asyncio.shield(self._forget_upload(entry.bucket, entry.key,
@@ -290,27 +312,30 @@ class Flusher:
 
     # -- waiting -----------------------------------------------------------------------
     async def wait_flushed(self, bucket: str | None = None,
-                           progress: Callable[[int, int], None] | None = None) -> None:
+                           progress: Callable[[int, int], None] | None = None
+                           ) -> list[QuarantinedFlush]:
         """Return once every record dirty (in ``bucket``) at call time reached the backend
-        (or was replaced by a newer write), calling ``progress(done, total)`` bytes."""
+        (or was replaced by a newer write), calling ``progress(done, total)`` bytes.
+        Quarantined records (the backend refuses them for good) are not waited for: they
+        are returned."""
         store = self._store
-        pending = {e.bk: (e.seq, e.size) for e in store.dirty_entries(bucket)}
-        total = sum(size for _, size in pending.values())
-        done, reported = 0, -1
+        for bk in self.quarantine.retry(bucket):  # the backend may have been repaired
+            self._retry_at.pop(bk, None)
+        # O(1) per check: the records' sequence numbers order them (records.Watch).
+        watch = store.records.watch(bucket, store.last_seq)
+        reported = -1
         store.drain_requests += 1
         store.changed()
         try:
             while True:
-                for bk, (seq, size) in list(pending.items()):
-                    current = store.get(*bk)
-                    if current is None or current.seq != seq or not current.dirty:
-                        del pending[bk]
-                        done += size
+                pending = store.records.pending(watch, self.quarantine.holds)
+                done = min(watch.done, watch.total) if pending else watch.total
                 if progress is not None and done != reported:
-                    progress(done, total)
+                    progress(done, watch.total)
                     reported = done
                 if not pending:
-                    return
+                    return [q for q in self.quarantine.items(bucket) if q.seq <= watch.seq]
                 await store.wait_change(self._settings.control_interval_s)
         finally:
             store.drain_requests -= 1
+            store.records.unwatch(watch)

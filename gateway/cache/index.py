@@ -1,14 +1,20 @@
 """The cache index in RocksDB (rocksdict): entries, uploads, parts, sequence high-water.
 
-Blocking: every method is meant to run through ``run_blocking``. A durable write is one
-WriteBatch with ``sync=True`` (WAL fsync). RocksDB errors become ServiceUnavailable.
+Blocking: every method but :meth:`Index.commit` is meant to run through ``run_cache_blocking``.
+A durable write is one WriteBatch with ``sync=True`` (WAL fsync); :meth:`Index.commit`
+lets concurrent durable writes share one (group commit, see commits.py). RocksDB errors
+become ServiceUnavailable.
+
+rocksdict holds the GIL while RocksDB writes, including the WAL fsync of a synced
+write: the whole process waits for that fsync. Group commit makes it one wait per group
+rather than one per write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -16,17 +22,22 @@ from typing import cast
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from backends.errors import ServiceUnavailable
+from gateway.cache.commits import GroupCommit
 from gateway.cache.entry import (
+    BackendPart,
     Entry,
     Part,
     Upload,
+    decode_backend_part,
     decode_entry,
     decode_part,
     decode_upload,
+    encode_backend_part,
     encode_entry,
     encode_part,
     encode_upload,
 )
+from gateway.cache.inline import InlineBudget
 
 INDEX_FORMAT = "squall-cache-index"
 INDEX_VERSION = 1
@@ -37,6 +48,7 @@ _ENTRY = b"o"
 _UPLOAD = b"u"
 _PART = b"p"
 _FLUSH_UPLOAD = b"f"
+_BACKEND_PART = b"r"
 
 
 def entry_key(bucket: str, key: str) -> bytes:
@@ -50,6 +62,11 @@ def upload_key(upload_id: str) -> bytes:
 
 def part_key(upload_id: str, part_number: int) -> bytes:
     return _PART + upload_id.encode() + b"\0" + b"%05d" % part_number
+
+
+def backend_part_key(upload_id: str, part_number: int) -> bytes:
+    """A part of a cached upload held in its backend multipart upload."""
+    return _BACKEND_PART + upload_id.encode() + b"\0" + b"%05d" % part_number
 
 
 @contextlib.contextmanager
@@ -103,6 +120,20 @@ class Batch:
         self.puts.append((part_key(upload_id, part.part_number), encode_part(part)))
         return self
 
+    def delete_parts(self, upload_id: str, part_numbers: list[int]) -> Batch:
+        """Cached part records only (the upload stays)."""
+        self.deletes.extend(part_key(upload_id, n) for n in part_numbers)
+        return self
+
+    def put_backend_part(self, upload_id: str, part: BackendPart) -> Batch:
+        self.puts.append((backend_part_key(upload_id, part.part_number),
+                          encode_backend_part(part)))
+        return self
+
+    def delete_backend_parts(self, upload_id: str, part_numbers: list[int]) -> Batch:
+        self.deletes.extend(backend_part_key(upload_id, n) for n in part_numbers)
+        return self
+
     def put_flush_upload(self, upload_id: str, bucket: str, key: str) -> Batch:
         """A backend multipart upload the flusher opened (aborted if found on start)."""
         self.puts.append((_FLUSH_UPLOAD + upload_id.encode(),
@@ -145,6 +176,9 @@ class Index:
         self._sync.sync = True
         self._nosync = WriteOptions()
         self._nosync.sync = False
+        #: the memory held by the inline payloads of loaded and new records
+        self.inline = InlineBudget()
+        self._group = GroupCommit(self.write_many)
 
     def load(self) -> IndexContents:
         out = IndexContents()
@@ -153,12 +187,13 @@ class Index:
                 raw_key, value = cast(bytes, item_key), cast(bytes, item_value)  # raw mode
                 tag = raw_key[:1]
                 if tag == _ENTRY:
-                    out.entries.append(decode_entry(value))
+                    out.entries.append(decode_entry(value, self.inline))
                 elif tag == _UPLOAD:
                     out.uploads.append(decode_upload(value))
                 elif tag == _PART:
                     upload_id = raw_key[1:].split(b"\0", 1)[0].decode()
-                    out.parts.setdefault(upload_id, []).append(decode_part(value))
+                    out.parts.setdefault(upload_id, []).append(
+                        decode_part(value, self.inline))
                 elif tag == _FLUSH_UPLOAD:
                     data = json.loads(value)
                     out.flush_uploads[raw_key[1:].decode()] = (data["bucket"], data["key"])
@@ -167,15 +202,46 @@ class Index:
         out.seq = max([out.seq] + [e.seq for e in out.entries])
         return out
 
+    def backend_parts(self) -> dict[str, list[BackendPart]]:
+        """Every backend part record, by upload id (one seek, then a prefix scan)."""
+        out: dict[str, list[BackendPart]] = {}
+        with _translated():
+            it = self._db.iter()
+            it.seek(_BACKEND_PART)
+            while it.valid():
+                raw_key = cast(bytes, it.key())
+                if not raw_key.startswith(_BACKEND_PART):
+                    break
+                upload_id = raw_key[1:].split(b"\0", 1)[0].decode()
+                out.setdefault(upload_id, []).append(
+                    decode_backend_part(cast(bytes, it.value())))
+                it.next()
+        return out
+
     def write(self, batch: Batch, *, sync: bool) -> None:
         """Apply ``batch`` atomically; with ``sync`` the WAL is fsynced before returning."""
+        self.write_many((batch,), sync)
+
+    def write_many(self, batches: Sequence[Batch], sync: bool) -> None:
+        """Apply ``batches`` in order as one atomic WriteBatch (one WAL sync)."""
         wb = WriteBatch(raw_mode=True)
-        for k, v in batch.puts:
-            wb.put(k, v)
-        for k in batch.deletes:
-            wb.delete(k)
+        for batch in batches:
+            for k, v in batch.puts:
+                wb.put(k, v)
+            for k in batch.deletes:
+                wb.delete(k)
         with _translated():
             self._db.write(wb, self._sync if sync else self._nosync)
+
+    async def commit(self, batch: Batch, *, sync: bool) -> None:
+        """Apply ``batch`` from the event loop; synced writes of concurrent callers share
+        one WAL sync. Returns once applied (and, with ``sync``, durable)."""
+        await self._group.write(batch, sync=sync)
+
+    @property
+    def group_stats(self) -> tuple[int, int]:
+        """(groups, batches) written by :meth:`commit` with ``sync`` so far."""
+        return self._group.groups, self._group.batches
 
     def close(self) -> None:
         with _translated():

@@ -37,6 +37,8 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "misses": ("squall_cache_misses", "counter", "Reads served from the backend"),
     "evictions": ("squall_cache_evictions", "counter", "Clean objects evicted"),
     "slowdowns": ("squall_cache_slowdowns", "counter", "Writes refused with SlowDown"),
+    "quarantined_objects": ("squall_cache_quarantined_objects", "gauge",
+                            "Unflushed records the backend refuses for good (retried rarely)"),
 }
 PHASES = ("idle", "phase1", "phase2")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from backends.blocking import run_blocking
+from backends.blocking import run_cache_blocking
 from gateway.cache.volumes import fsync_dir
 
 MARKER = "squall-volume.json"
@@ -87,7 +87,7 @@ class LocalProvisioner:
             raise ProvisionError(f"a volume needs a size > 0, not {size_bytes}")
         if bandwidth_bytes_per_s is not None and bandwidth_bytes_per_s <= 0:
             raise ProvisionError("a volume's bandwidth must be > 0 (or unlimited)")
-        return await run_blocking(self._attach, size_bytes, bandwidth_bytes_per_s)
+        return await run_cache_blocking(self._attach, size_bytes, bandwidth_bytes_per_s)
 
     def _attach(self, size_bytes: int, bandwidth: float | None) -> VolumeHandle:
         try:
@@ -119,7 +119,7 @@ class LocalProvisioner:
             raise ProvisionError(f"cannot create a volume under {self.root}: {exc}") from exc
 
     async def detach(self, handle: VolumeHandle) -> None:
-        await run_blocking(self._detach, handle)
+        await run_cache_blocking(self._detach, handle)
 
     def _detach(self, handle: VolumeHandle) -> None:
         doomed = self.root / f".{handle.id}.detaching"
@@ -132,7 +132,7 @@ class LocalProvisioner:
             raise ProvisionError(f"cannot remove volume {handle.path}: {exc}") from exc
 
     async def list(self) -> list[VolumeHandle]:
-        return await run_blocking(self._list)
+        return await run_cache_blocking(self._list)
 
     def _list(self) -> builtins.list[VolumeHandle]:
         if not self.root.exists():

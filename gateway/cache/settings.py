@@ -54,6 +54,17 @@ class CacheSettings(BaseModel):
     backpressure_timeout_s: float = Field(default=10.0, ge=0)
     #: Period of the writeback controller (ingest measurement, phase changes).
     control_interval_s: float = Field(default=0.5, gt=0)
+    #: A PUT body (or part) up to this size is kept inside its index record instead of
+    #: a data file: durable with the shared WAL sync alone, read from memory. 0: never.
+    inline_max_bytes: int = Field(default=64 * 1024, ge=0, le=1 << 20)
+    #: "auto": a write goes past the cache when the backend takes it as fast as the
+    #: cache would (measured); "cache": every write that fits is cached.
+    admission: Literal["auto", "cache"] = "auto"
+    #: A flush the backend refuses for good (NoSuchBucket, a key or size it does not take)
+    #: this many times in a row is quarantined: kept, reported, retried every ...
+    quarantine_attempts: int = Field(default=5, ge=1)
+    #: ... this many seconds (and at once by each `squall sync`).
+    quarantine_retry_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
     def _distinct_paths(self) -> CacheSettings:

@@ -20,15 +20,16 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backends.blocking import run_blocking
+from backends.blocking import run_cache_blocking
 from backends.errors import ServiceUnavailable, SlowDown
 from gateway.cache.entry import Entry, EntryState, Part, Segment, Upload
 from gateway.cache.index import Batch, Index
 from gateway.cache.keylock import KeyLocks
+from gateway.cache.records import Records
 from gateway.cache.settings import CacheSettings
 from gateway.cache.volumes import Volume, charge, file_ok, open_volume, sweep, unlink
 
@@ -95,8 +96,6 @@ class CacheStore:
         self.volumes: dict[str, Volume] = {}
         self.uploads: dict[str, Upload] = {}
         self.parts: dict[str, dict[int, Part]] = {}
-        self.dirty_bytes = 0
-        self.dirty_count = 0
         self.space_waiters = 0
         self.drain_requests = 0
         self.urgent: set[BK] = set()
@@ -107,7 +106,7 @@ class CacheStore:
         self._index_path = index_path
         self._index: Index | None = None
         self._lock = threading.Lock()
-        self._entries: dict[str, dict[str, Entry]] = {}
+        self._records = Records()
         self._lru: OrderedDict[BK, None] = OrderedDict()
         self._heap: list[tuple[int, str, str]] = []
         self._pins: Counter[FileId] = Counter()
@@ -125,41 +124,65 @@ class CacheStore:
         extra: list[Volume] = []
         for path, capacity in [*((v.path, v.capacity_bytes) for v in self.settings.volumes),
                                *extra_volumes]:
-            vol = await run_blocking(open_volume, path, capacity)
+            vol = await run_cache_blocking(open_volume, path, capacity)
             self.volumes[vol.id] = vol
             extra.append(vol)
         extra = extra[len(self.settings.volumes):]
-        self._index = await run_blocking(Index, self._index_path)
-        contents = await run_blocking(self._index.load)
+        self._index = await run_cache_blocking(Index, self._index_path)
+        contents = await run_cache_blocking(self._index.load)
         self._seq = contents.seq
         self.flush_uploads = dict(contents.flush_uploads)
         drop = Batch()
+        # Inline segments have no file to check: their bytes came with the record. One
+        # charged to a volume that is gone is charged to the roomiest volume instead.
+        home = max(self.volumes.values(), key=lambda v: v.free, default=None)
+
+        def rehomed(seg: Segment) -> Segment | None:
+            if seg.inline is None or seg.volume in self.volumes:
+                return seg
+            return replace(seg, volume=home.id) if home is not None else None
+
         for entry in contents.entries:
-            if not await self._files_present(entry.segments):
+            moved = [rehomed(s) for s in entry.segments]
+            segments = tuple(s for s in moved if s is not None)
+            if len(segments) < len(moved) or not await self._files_present(
+                    s for s in segments if s.inline is None):
                 if entry.dirty:
                     raise ServiceUnavailable(
                         f"cache data of unflushed object {entry.bucket}/{entry.key} is "
                         "missing (volume removed or durability='none' after a crash)")
                 drop.delete_entry(entry.bucket, entry.key)
                 continue
+            if segments != entry.segments:
+                entry = replace(entry, segments=segments)
+                drop.put_entry(entry)
             if entry.state is EntryState.FLUSHING:
                 entry = replace(entry, state=EntryState.DIRTY)
             self._install(entry)
         for upload in contents.uploads:
             parts = contents.parts.pop(upload.upload_id, [])
-            present = [p for p in parts if await self._files_present((p.segment,))]
+            present: list[Part] = []
+            for part in parts:
+                seg = rehomed(part.segment)
+                if seg is None or (seg.inline is None and not await self._files_present(
+                        (seg,))):
+                    continue
+                if seg != part.segment:
+                    part = replace(part, segment=seg)
+                    drop.put_part(upload.upload_id, part)
+                present.append(part)
             self.uploads[upload.upload_id] = upload
             self.parts[upload.upload_id] = {p.part_number: p for p in present}
         for upload_id, parts in contents.parts.items():  # parts of vanished uploads
             drop.delete_upload(upload_id, [p.part_number for p in parts])
-        if drop.deletes:
-            await run_blocking(self._index.write, drop, sync=self.sync)
+        if drop.deletes or drop.puts:
+            await self._index.commit(drop, sync=self.sync)
         referenced: dict[str, set[str]] = {v: set() for v in self.volumes}
         for seg in self._all_segments():
             referenced[seg.volume].add(seg.file)
             self.volumes[seg.volume].used += charge(seg.size)
         for vol in self.volumes.values():
-            removed = await run_blocking(sweep, vol, referenced[vol.id])
+            removed = await run_cache_blocking(sweep, vol, referenced[vol.id])
             if removed:
                 log.info("cache volume %s: removed %d orphaned files", vol.path, removed)
         return extra
@@ -167,7 +190,7 @@ class CacheStore:
     # -- volumes attached and detached at run time (elastic capacity) -----------------
     async def add_volume(self, path: Path, capacity: int) -> Volume:
         """Open a new, empty volume and start using it."""
-        vol = await run_blocking(open_volume, path, capacity)
+        vol = await run_cache_blocking(open_volume, path, capacity)
         self.volumes[vol.id] = vol
         self.changed()
         return vol
@@ -179,10 +202,9 @@ class CacheStore:
         with self._lock:
             if vol.claims or vol.inflight or any(f[0] == vol.id for f in self._pins):
                 return False
-            for per_bucket in self._entries.values():
-                for entry in per_bucket.values():
-                    if entry.dirty and any(s.volume == vol.id for s in entry.segments):
-                        return False
+            for entry in self._records.dirty():
+                if any(s.volume == vol.id for s in entry.segments):
+                    return False
             return not any(p.segment.volume == vol.id for parts in self.parts.values()
                            for p in parts.values())
 
@@ -194,9 +216,8 @@ class CacheStore:
             return False
         victims: list[Entry] = []
         with self._lock:
-            for per_bucket in self._entries.values():
-                victims.extend(e for e in per_bucket.values()
-                               if any(s.volume == vol.id for s in e.segments))
+            victims.extend(e for e in self._records.values()
+                           if any(s.volume == vol.id for s in e.segments))
         locked: list[Entry] = []
         try:
             for entry in victims:
@@ -208,7 +229,7 @@ class CacheStore:
             batch = Batch()
             for entry in victims:
                 batch.delete_entry(entry.bucket, entry.key)
-            await asyncio.shield(run_blocking(self.index.write, batch.set_seq(self._seq),
+            await asyncio.shield(self.index.commit(batch.set_seq(self._seq),
                                               sync=self.sync))
             with self._lock:
                 for entry in victims:  # clean: dropping them is always safe
@@ -229,21 +250,20 @@ class CacheStore:
     async def _files_present(self, segments: Iterable[Segment]) -> bool:
         for seg in segments:
             vol = self.volumes.get(seg.volume)
-            if vol is None or not await run_blocking(file_ok, vol, seg.file, seg.size):
+            if vol is None or not await run_cache_blocking(file_ok, vol, seg.file, seg.size):
                 return False
         return True
 
     def _all_segments(self) -> Iterable[Segment]:
-        for per_bucket in self._entries.values():
-            for entry in per_bucket.values():
-                yield from entry.segments
+        for entry in self._records.values():
+            yield from entry.segments
         for parts in self.parts.values():
             for part in parts.values():
                 yield part.segment
 
     async def close(self) -> None:
         if self._index is not None:
-            await run_blocking(self._index.close)
+            await run_cache_blocking(self._index.close)
             self._index = None
 
     @property
@@ -272,16 +292,36 @@ class CacheStore:
         self._seq += 1
         return self._seq
 
-    def get(self, bucket: str, key: str) -> Entry | None:
-        return self._entries.get(bucket, {}).get(key)
+    @property
+    def last_seq(self) -> int:
+        """The last sequence number drawn: every record so far has one up to it."""
+        return self._seq
 
-    def entries_of(self, bucket: str) -> dict[str, Entry]:
-        return self._entries.get(bucket, {})
+    @property
+    def records(self) -> Records:
+        """The indexed records, for listing cursors and flush watches. Use it on the event
+        loop's thread only (records change there; the lock is for the metrics thread)."""
+        return self._records
+
+    def get(self, bucket: str, key: str) -> Entry | None:
+        return self._records.get(bucket, key)
+
+    def entries_of(self, bucket: str) -> Mapping[str, Entry]:
+        """The records of ``bucket`` in key order (live: copy before awaiting)."""
+        return self._records.of(bucket)
+
+    @property
+    def dirty_bytes(self) -> int:
+        return self._records.dirty_bytes
+
+    @property
+    def dirty_count(self) -> int:
+        return self._records.dirty_count
 
     def dirty_entries(self, bucket: str | None = None) -> list[Entry]:
+        """The unflushed records (of ``bucket``): O(their number), not of all records."""
         with self._lock:
-            buckets = [bucket] if bucket is not None else list(self._entries)
-            return [e for b in buckets for e in self._entries.get(b, {}).values() if e.dirty]
+            return list(self._records.dirty(bucket))
 
     def touch(self, bk: BK) -> None:
         with self._lock:
@@ -292,24 +332,15 @@ class CacheStore:
         return self._replace(entry.bk, entry)
 
     def _replace(self, bk: BK, new: Entry | None) -> Entry | None:
-        """Swap the record of ``bk`` (caller holds ``self._lock``)."""
-        per_bucket = self._entries.setdefault(bk[0], {})
-        old = per_bucket.pop(bk[1], None)
-        if old is not None and old.dirty:
-            self.dirty_count -= 1
-            self.dirty_bytes -= old.size
+        """Swap the record of ``bk`` (caller holds ``self._lock``): the one place where
+        records, their indexes (records.py), the LRU and the flush heap change."""
+        old = self._records.swap(bk, new)
         self._lru.pop(bk, None)
         if new is not None:
-            per_bucket[bk[1]] = new
-            if new.dirty:
-                self.dirty_count += 1
-                self.dirty_bytes += new.size
-                if new.state is EntryState.DIRTY:
-                    heapq.heappush(self._heap, (new.seq, bk[0], bk[1]))
-            else:
+            if not new.dirty:
                 self._lru[bk] = None
-        if not per_bucket:
-            del self._entries[bk[0]]
+            elif new.state is EntryState.DIRTY:
+                heapq.heappush(self._heap, (new.seq, bk[0], bk[1]))
         return old
 
     def set_memory(self, bk: BK, new: Entry | None) -> Entry | None:
@@ -327,18 +358,25 @@ class CacheStore:
         else:
             batch.delete_entry(*bk)
         batch.set_seq(self._seq)
-        await run_blocking(self.index.write, batch, sync=sync)
+        # Concurrent synced commits share one WAL sync (group commit); memory changes
+        # only once the write returned.
+        await self.index.commit(batch, sync=sync)
         old = self.set_memory(bk, new)
         self.invalidate_fills(bk)
         if old is not None:
             keep = set(new.segments) if new is not None else set()
-            await self.discard([s for s in old.segments if s not in keep])
+            gone = [s for s in old.segments if s not in keep]
+            with self._lock:  # an inline segment has no file: only its space goes back
+                for seg in gone:
+                    if seg.inline is not None and seg.volume in self.volumes:
+                        self.volumes[seg.volume].used -= charge(seg.size)
+            await self.discard([s for s in gone if s.inline is None])
         self.changed()
         return old
 
     async def barrier(self) -> None:
         """A durable (per settings) index write: earlier unsynced writes become durable."""
-        await run_blocking(self.index.write, Batch().set_seq(self._seq), sync=self.sync)
+        await self.index.commit(Batch().set_seq(self._seq), sync=self.sync)
 
     def take_dirty(self, ready: Callable[[Entry], bool]) -> Entry | None:
         """The oldest DIRTY record ``ready`` accepts, switched to FLUSHING (memory only)."""
@@ -347,7 +385,7 @@ class CacheStore:
             found: Entry | None = None
             while self._heap:
                 item = heapq.heappop(self._heap)
-                entry = self._entries.get(item[1], {}).get(item[2])
+                entry = self._records.get(item[1], item[2])
                 if entry is None or entry.seq != item[0] or entry.state is not EntryState.DIRTY:
                     continue  # stale heap item
                 if ready(entry):
@@ -369,10 +407,9 @@ class CacheStore:
             return found
 
     def oldest_dirty_since(self) -> float | None:
+        """When the oldest unflushed record became so: O(1)."""
         with self._lock:
-            stamps = [e.dirty_since for per in self._entries.values() for e in per.values()
-                      if e.dirty and e.dirty_since is not None]
-        return min(stamps) if stamps else None
+            return self._records.oldest_dirty_since()
 
     # -- read-through fills ------------------------------------------------------------
     def register_fill(self, bk: BK) -> Fill:
@@ -431,7 +468,7 @@ class CacheStore:
                 unlink(self.volumes[seg.volume], seg.file)
 
         try:
-            await asyncio.shield(run_blocking(remove))
+            await asyncio.shield(run_cache_blocking(remove))
         finally:
             with self._lock:
                 for seg in segments:
@@ -554,25 +591,27 @@ class CacheStore:
         victims: list[Entry] = []
         with self._lock:
             need = amount - vol.free
-            for bk in list(self._lru):
+            for bk in self._lru:  # least recently used first; no copy of the whole LRU
                 if need <= 0:
                     break
-                entry = self._entries[bk[0]][bk[1]]
+                entry = self._records.get(*bk)
+                assert entry is not None
                 local = [s for s in entry.segments if s.volume == vol.id]
                 if not local:
                     continue  # (files being read are freed when their readers close)
                 if not self.keys.try_acquire(bk):
                     continue
-                self._replace(bk, None)
                 victims.append(entry)
                 need -= sum(charge(s.size) for s in local)
+            for entry in victims:
+                self._replace(entry.bk, None)
         if not victims:
             return False
         try:
             batch = Batch()
             for entry in victims:
                 batch.delete_entry(entry.bucket, entry.key)
-            await asyncio.shield(run_blocking(self.index.write, batch, sync=False))
+            await asyncio.shield(self.index.commit(batch, sync=False))
             for entry in victims:
                 self.invalidate_fills(entry.bk)
             await self.discard([s for e in victims for s in e.segments])

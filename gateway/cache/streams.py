@@ -58,3 +58,41 @@ class ClosingBody:
         finally:
             if self._on_close is not None:
                 await self._on_close(self._exhausted)
+
+
+class CountingBody:
+    """Forwards the chunks of ``source``, calling ``count(n)`` for each.
+
+    ``checksum`` and ``declared_length`` are read from ``origin``, the request body the
+    chunks come from (the S3 layer's verifying body learns its checksum once read), so a
+    backend behind this wrapper stores the checksum as it would with the body itself.
+    """
+
+    __slots__ = ("_count", "_origin", "_source")
+
+    def __init__(self, source: AsyncIterator[bytes], count: Callable[[int], None],
+                 origin: object = None) -> None:
+        self._source = source
+        self._count = count
+        self._origin = origin if origin is not None else source
+
+    def __aiter__(self) -> CountingBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._source.__anext__()
+        self._count(len(chunk))
+        return chunk
+
+    @property
+    def checksum(self) -> tuple[str, str] | None:
+        return getattr(self._origin, "checksum", None)
+
+    @property
+    def declared_length(self) -> int | None:
+        return getattr(self._origin, "declared_length", None)
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()

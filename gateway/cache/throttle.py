@@ -19,6 +19,7 @@ from backends.base import (
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
+    PartCopyingBackend,
     PartInfo,
     RangeRequest,
     UploadInfo,
@@ -192,3 +193,13 @@ class ThrottledBackend:
         await self._op()
         return await inner.copy_object(  # type: ignore[attr-defined]
             src_bucket, src_key, dst_bucket, dst_key, meta=meta, src_etag=src_etag)
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None = None,
+                               src_etag: str | None = None) -> PartInfo:
+        inner = self._capable(PartCopyingBackend)
+        await self._op()
+        return await inner.upload_part_copy(  # type: ignore[attr-defined]
+            src_bucket, src_key, bucket, key, upload_id, part_number, byte_range=byte_range,
+            src_etag=src_etag)

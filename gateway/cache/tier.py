@@ -8,6 +8,8 @@ durable; the flusher moves them to the backend later. See docs/cache.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -20,6 +22,7 @@ from backends.base import (
     Backend,
     BucketInfo,
     CompletedPart,
+    CopyingBackend,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
@@ -29,6 +32,7 @@ from backends.base import (
     final_meta,
 )
 from backends.errors import (
+    BackendError,
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     NoSuchKey,
@@ -38,18 +42,22 @@ from backends.errors import (
 )
 from backends.keys import check_key
 from backends.multipart import MIN_PART_SIZE
+from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
+from gateway.cache.device import clamp_to_device
 from gateway.cache.elastic_controller import ElasticController
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
 from gateway.cache.flusher import Flusher
-from gateway.cache.listing import merge_sorted
+from gateway.cache.listing import cache_overlay, merge_sorted
 from gateway.cache.metrics import register_metrics
 from gateway.cache.policy import WritebackPolicy
 from gateway.cache.provisioner import Provisioner
+from gateway.cache.quarantine import QuarantinedFlush
 from gateway.cache.readers import entry_stream
 from gateway.cache.settings import CacheSettings, ElasticSettings
-from gateway.cache.spool import overflow_body, spool
+from gateway.cache.spool import CacheFull, overflow_body, spool
 from gateway.cache.store import BK, CacheStore
+from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.uploads import CachedUploads
 
 log = logging.getLogger(__name__)
@@ -86,6 +94,7 @@ class CacheTier:
         self._policy: WritebackPolicy | None = None
         self._flusher: Flusher | None = None
         self._uploads = CachedUploads(self, inner, self._store, min_part_size)
+        self.admission = Admission(settings.admission)
         self._buckets: set[str] = set()
         self._commits: set[asyncio.Task[Any]] = set()
         self._provisioner = provisioner
@@ -103,8 +112,11 @@ class CacheTier:
     async def start(self) -> None:
         handles = await self._provisioner.list() if self._provisioner is not None else []
         recovered = await self._store.open([(h.path, h.size_bytes) for h in handles])
+        for vol in self._store.volumes.values():
+            clamp_to_device(vol)
         self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth)
-        self._flusher = Flusher(self._store, self._inner, self._policy)
+        self._flusher = Flusher(self._store, self._inner, self._policy,
+                                admission=self.admission)
         if self._provisioner is not None and self._elastic_settings is not None:
             self._elastic = ElasticController(self, self._provisioner, self._elastic_settings,
                                               self._settings,
@@ -146,6 +158,13 @@ class CacheTier:
         """New writes go straight to the backend: phase 2, or no volume takes writes."""
         return self.policy.write_around or not self._store.active_volumes
 
+    def bypass_cache(self, size: int | None) -> bool:
+        """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
+        the backend (docs/cache.md, "Admission")."""
+        if self.write_around or (size is not None and size > self._store.max_object):
+            return True
+        return self.admission.prefer_backend(size, self._store.now())
+
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach
         a volume first if the write is part of a burst (see ElasticController.admit)."""
@@ -163,11 +182,13 @@ class CacheTier:
                  "state": "active"} for v in self._store.volumes.values()]
 
     async def wait_flushed(self, bucket: str | None = None,
-                           progress: Callable[[int, int], None] | None = None) -> None:
-        """Return once everything dirty (in ``bucket``) now is on the backend."""
+                           progress: Callable[[int, int], None] | None = None
+                           ) -> list[QuarantinedFlush]:
+        """Return once everything dirty (in ``bucket``) now is on the backend, except the
+        quarantined records (refused by the backend for good), which are returned."""
         if self._flusher is None:
             raise ServiceUnavailable("the cache tier is not started")
-        await self._flusher.wait_flushed(bucket, progress)
+        return await self._flusher.wait_flushed(bucket, progress)
 
     def status(self) -> dict[str, Any]:
         store, stats = self._store, self._store.stats
@@ -197,8 +218,15 @@ class CacheTier:
             "cache_volumes": self.volume_status(),
             "cache_volumes_attached": len(store.volumes),
             "forced_flush_bytes_total": stats.forced_flush_bytes_total,
+            "admission": self.admission.status(),
+            **self._quarantine_status(),
             **({"elastic": self._elastic.status()} if self._elastic is not None else {}),
         }
+
+    def _quarantine_status(self) -> dict[str, Any]:
+        held = self._flusher.quarantine.items() if self._flusher is not None else []
+        return {"quarantined_objects": len(held),
+                "quarantined": [q.describe() for q in held[:20]]}
 
     # -- helpers -----------------------------------------------------------------------
     async def shielded(self, work: Awaitable[T]) -> T:
@@ -275,17 +303,15 @@ class CacheTier:
         else:
             await self._store.barrier()
 
-    def _counted(self, body: AsyncIterator[bytes], *, ingest: bool) -> AsyncIterator[bytes]:
+    def _counted(self, body: AsyncIterator[bytes], origin: object) -> CountingBody:
+        """``body`` on its way past the cache, counted as client traffic and ingest."""
         stats = self._store.stats
 
-        async def counted() -> AsyncIterator[bytes]:
-            async for chunk in body:
-                stats.backend_client_bytes_total += len(chunk)
-                if ingest:
-                    stats.ingest_bytes_total += len(chunk)
-                    stats.writearound_bytes_total += len(chunk)
-                yield chunk
-        return counted()
+        def count(n: int) -> None:
+            stats.backend_client_bytes_total += n
+            stats.ingest_bytes_total += n
+            stats.writearound_bytes_total += n
+        return CountingBody(body, count, origin)
 
     # -- buckets -----------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
@@ -307,15 +333,17 @@ class CacheTier:
 
     async def delete_bucket(self, bucket: str) -> None:
         await self.check_bucket(bucket)
-        live = [e for e in self._store.dirty_entries(bucket) if not e.deleted]
-        if live or any(u.bucket == bucket for u in self._store.uploads.values()):
+        store = self._store
+        if store.records.has_live_dirty(bucket) or any(
+                u.bucket == bucket for u in store.uploads.values()):
             raise BucketNotEmpty(bucket)
         await self.wait_flushed(bucket)  # pending deletes must reach the backend first
         await self._inner.delete_bucket(bucket)
         self._buckets.discard(bucket)
-        for key in list(self._store.entries_of(bucket)):
-            async with self._store.keys.hold((bucket, key)):
-                await self._store.commit((bucket, key), None, sync=False)
+        while keys := list(itertools.islice(store.entries_of(bucket), 1024)):
+            for key in keys:  # (each commit awaits: the records are read afresh per batch)
+                async with store.keys.hold((bucket, key)):
+                    await store.commit((bucket, key), None, sync=False)
 
     # -- objects -----------------------------------------------------------------------
     async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
@@ -333,19 +361,29 @@ class CacheTier:
                                                                      None)
         await self.admit(declared)
         current = store.get(*bk)
-        if (size_hint is not None and size_hint > store.max_object) or (
-                self.write_around and (current is None or not current.dirty
-                                       or not store.volumes)):
+        started = asyncio.get_running_loop().time()
+        past = self.bypass_cache(declared)
+        self.admission.count(past)
+        if past and (current is None or not current.dirty or not store.volumes):
+            return await self._put_direct(bk, body, meta, content_md5, if_match,
+                                          if_none_match, measure=True)
+        # A full cache sends the write to the backend rather than making it wait for
+        # room, unless the backend is failing (then: backpressure, then SlowDown).
+        divert = self.admission.backend_ok
+        try:
+            spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,
+                                  wait=not divert, divert_when_full=divert,
+                                  on_bytes=self.count_ingest, retry_after=self.retry_after)
+        except CacheFull:
             return await self._put_direct(bk, body, meta, content_md5, if_match,
                                           if_none_match)
-        spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,
-                              on_bytes=self.count_ingest, retry_after=self.retry_after)
         if spooled.overflow:
             try:
                 return await self._put_direct(bk, overflow_body(store, spooled), meta,
                                               content_md5, if_match, if_none_match,
                                               counted=spooled.consumed,
-                                              cleanup=lambda: spooled.discard(store))
+                                              cleanup=lambda: spooled.discard(store),
+                                              origin=body)
             finally:
                 await spooled.discard(store)
         meta = final_meta(meta, body)
@@ -361,6 +399,8 @@ class CacheTier:
                                   segments=(seg,), last_modified=now, dirty_since=now)
                     await store.commit(bk, entry, sync=store.sync)
                     spooled.settle(store)
+                    self.admission.observe_cache(
+                        seg.size, asyncio.get_running_loop().time() - started, now)
                     return entry.info()
             except BaseException:
                 await spooled.discard(store)
@@ -370,17 +410,27 @@ class CacheTier:
     async def _put_direct(self, bk: BK, body: AsyncIterator[bytes], meta: ObjectMeta,
                           content_md5: bytes | None, if_match: str | None,
                           if_none_match: str | None, counted: int = 0,
-                          cleanup: Callable[[], Awaitable[None]] | None = None) -> ObjectInfo:
+                          cleanup: Callable[[], Awaitable[None]] | None = None,
+                          measure: bool = False, origin: object = None) -> ObjectInfo:
         """Write straight to the backend, once no older version waits in the cache.
         ``cleanup`` runs before the key is released (so the reply is not delayed past
-        a later writer's)."""
+        a later writer's); ``measure`` feeds the backend rate of the admission rule;
+        ``origin`` is the request body when ``body`` is made of it (its checksum)."""
         await self.acquire_clean(bk)
         try:
             await self.invalidate(bk)
             self._store.stats.ingest_bytes_total -= counted  # already counted by spool
-            info = await self._inner.put_object(
-                bk[0], bk[1], self._counted(body, ingest=True), meta=meta,
-                content_md5=content_md5, if_match=if_match, if_none_match=if_none_match)
+            started = asyncio.get_running_loop().time()
+            try:
+                info = await self._inner.put_object(
+                    bk[0], bk[1], self._counted(body, origin or body), meta=meta,
+                    content_md5=content_md5, if_match=if_match, if_none_match=if_none_match)
+            except (SlowDown, ServiceUnavailable, BackendError, OSError):
+                self.admission.backend_failed()
+                raise
+            if measure:
+                self.admission.observe_backend(
+                    info.size, asyncio.get_running_loop().time() - started, self._store.now())
             self._store.invalidate_fills(bk)
             return info
         finally:
@@ -400,10 +450,26 @@ class CacheTier:
             resolved = byte_range.resolve(entry.size) if byte_range is not None else None
             store.stats.hits += 1
             store.touch(entry.bk)
-            return entry_stream(store, entry, resolved)
+            stream = entry_stream(store, entry, resolved)
+            if resolved is None and entry.size >= SMALL_OBJECT_BYTES:
+                return self._timed(stream, hit=True)
+            return stream
         store.stats.misses += 1
         stream = await self._inner.get_object(bucket, key, byte_range=byte_range)
+        if byte_range is None and not self.admission.keep_copy(stream.info.size, store.now()):
+            return self._timed(await read_through(self, stream, whole=False), hit=False)
         return await read_through(self, stream, whole=byte_range is None)
+
+    def _timed(self, stream: ObjectStream, *, hit: bool) -> ObjectStream:
+        """``stream`` whose complete read feeds the read rates of the admission rule."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def done(exhausted: bool) -> None:
+            if exhausted:
+                self.admission.observe_read(stream.content_length, loop.time() - started,
+                                            self._store.now(), hit=hit)
+        return ObjectStream(stream.info, ClosingBody(aiter(stream), done), stream.byte_range)
 
     async def head_object(self, bucket: str, key: str) -> ObjectInfo:
         entry = self._store.get(bucket, key)
@@ -463,26 +529,50 @@ class CacheTier:
 
     async def iter_objects(self, bucket: str, *, prefix: str = "",
                            start_after: str = "") -> AsyncIterator[ObjectInfo]:
-        entries = self._store.entries_of(bucket)
-        overlay = sorted(
-            (k, None if e.deleted else e.info()) for k, e in list(entries.items())
-            if k.startswith(prefix) and k > start_after)
+        """The backend's listing with the cache's records laid over it (unflushed objects
+        appear, tombstones hide keys): both start by seeking to ``start_after``, the cache
+        by bisection, and are read lazily (see :mod:`gateway.cache.listing`)."""
+        overlay = cache_overlay(self._store, bucket, prefix, start_after)
         inner = self._inner.iter_objects(bucket, prefix=prefix, start_after=start_after)
-        async for info in merge_sorted(overlay, inner, lambda i: i.key):
-            yield info
+        async with contextlib.aclosing(merge_sorted(overlay, inner, lambda i: i.key)) as merged:
+            async for info in merged:  # (closed with this listing: cursor and backend fds)
+                yield info
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                           dst_key: str, *, meta: ObjectMeta,
                           src_etag: str | None = None) -> ObjectInfo:
-        """Copy through the cache (the source may be dirty): the copy is a new DIRTY
-        object whose ETag is the MD5 of its bytes."""
+        """Copy ``src`` to ``dst``. A source the backend holds (not cached, or clean) is
+        copied by the backend itself (no bytes through the gateway, chunks shared where
+        the backend can), unless the destination has an unflushed version (it would have
+        to wait for it). Otherwise the copy goes through the cache: a new DIRTY object
+        whose ETag is the MD5 of its bytes."""
         await self.check_bucket(dst_bucket)
+        src, dst = self._store.get(src_bucket, src_key), self._store.get(dst_bucket, dst_key)
+        if isinstance(self._inner, CopyingBackend) and (src is None or not src.dirty) \
+                and (dst is None or not dst.dirty):
+            return await self._copy_in_backend(src_bucket, src_key, (dst_bucket, dst_key),
+                                               meta, src_etag)
         stream = await self.get_object(src_bucket, src_key)
         async with stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
             return await self.put_object(dst_bucket, dst_key, aiter(stream), meta=meta,
                                          size_hint=stream.info.size)
+
+    async def _copy_in_backend(self, src_bucket: str, src_key: str, bk: BK,
+                               meta: ObjectMeta, src_etag: str | None) -> ObjectInfo:
+        inner = self._inner
+        assert isinstance(inner, CopyingBackend)
+        check_key(bk[1])
+        await self.acquire_clean(bk)
+        try:
+            await self.invalidate(bk)
+            info = await inner.copy_object(src_bucket, src_key, bk[0], bk[1], meta=meta,
+                                           src_etag=src_etag)
+            self._store.invalidate_fills(bk)
+            return info
+        finally:
+            self._store.keys.release(bk)
 
     # -- multipart (held in the cache; see uploads.py) ---------------------------------
     async def create_multipart_upload(self, bucket: str, key: str, *,
@@ -496,6 +586,14 @@ class CacheTier:
                           content_md5: bytes | None = None) -> PartInfo:
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)
+
+    async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
+                               upload_id: str, part_number: int, *,
+                               byte_range: RangeRequest | None = None,
+                               src_etag: str | None = None) -> PartInfo:
+        return await self._uploads.upload_part_copy(src_bucket, src_key, bucket, key,
+                                                    upload_id, part_number, byte_range,
+                                                    src_etag)
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
         return await self._uploads.list_parts(bucket, key, upload_id)

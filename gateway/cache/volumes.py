@@ -1,4 +1,4 @@
-"""Cache volumes and the data-file format (blocking helpers; call via ``run_blocking``).
+"""Cache volumes and the data-file format (blocking helpers; call via ``run_cache_blocking``).
 
 A volume is a directory holding ``squall-cache-volume.json`` (format, version, volume id),
 ``data/<xx>/<name>`` files and ``tmp/`` for files being written. A data file is a 16-byte
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.errors import BadDigest, ServiceUnavailable, SlowDown
 
 MAGIC = b"SQCACHE\0"
 FILE_VERSION = 1
@@ -108,9 +109,10 @@ def fsync_dir(path: Path) -> None:
 
 
 class DataFileWriter:
-    """Writes one data file: header, payload chunks (hashed with MD5), then commit."""
+    """Writes one data file: header, payload chunks (hashed with MD5), then commit.
+    ``data`` is the first payload chunk (saves a call)."""
 
-    def __init__(self, volume: Volume, *, sync: bool) -> None:
+    def __init__(self, volume: Volume, *, sync: bool, data: bytes = b"") -> None:
         self.volume = volume
         self.name = uuid.uuid4().hex
         self.size = 0
@@ -121,6 +123,24 @@ class DataFileWriter:
         with volume_errors("creating a cache file"):
             self._file = open(self._tmp, "wb")  # noqa: SIM115 - open across calls
             self._file.write(_HEADER.pack(MAGIC, FILE_VERSION, 0, 0))
+        if data:
+            try:
+                self.write(data)
+            except BaseException:
+                self.abort()
+                raise
+
+    @classmethod
+    def whole(cls, volume: Volume, data: bytes, *, sync: bool,
+              content_md5: bytes | None = None) -> DataFileWriter:
+        """A committed file holding ``data`` (checked against ``content_md5``): one call."""
+        writer = cls(volume, sync=sync)
+        try:
+            writer.finish(data, content_md5=content_md5)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer
 
     def write(self, chunk: bytes) -> None:
         with volume_errors("writing a cache file"):
@@ -138,6 +158,15 @@ class DataFileWriter:
     def flush(self) -> None:
         with volume_errors("writing a cache file"):
             self._file.flush()
+
+    def finish(self, data: bytes = b"", *, content_md5: bytes | None = None) -> None:
+        """Write the last ``data``, check the MD5 (BadDigest), then :meth:`commit`."""
+        if data:
+            self.write(data)
+        if content_md5 is not None and not hmac.compare_digest(self._md5.digest(),
+                                                               content_md5):
+            raise BadDigest()
+        self.commit()
 
     def commit(self) -> None:
         """Make the file durable (per ``sync``) under its final name."""
@@ -183,6 +212,27 @@ class DataFileReader:
         with contextlib.suppress(OSError):
             os.close(self._fd)
 
+    @classmethod
+    def open_read(cls, volume: Volume, name: str, offset: int,
+                  length: int) -> tuple[DataFileReader, bytes]:
+        """Open and read the first piece in one call (closed again if that fails)."""
+        reader = cls(volume, name)
+        try:
+            return reader, reader.read(offset, length)
+        except BaseException:
+            reader.close()
+            raise
+
+
+def read_range(volume: Volume, name: str, offset: int, length: int) -> bytes:
+    """Open a data file, check its header, read ``length`` payload bytes at ``offset`` and
+    close it: one call for a small read."""
+    reader = DataFileReader(volume, name)
+    try:
+        return reader.read(offset, length)
+    finally:
+        reader.close()
+
 
 def file_ok(volume: Volume, name: str, size: int) -> bool:
     """Whether the data file exists with the expected length."""
@@ -193,7 +243,8 @@ def file_ok(volume: Volume, name: str, size: int) -> bool:
 
 
 def unlink(volume: Volume, name: str) -> None:
-    with contextlib.suppress(FileNotFoundError), volume_errors("removing a cache file"):
+    # A file that is not there (an inline segment's name) is fine: not an I/O error.
+    with volume_errors("removing a cache file"), contextlib.suppress(FileNotFoundError):
         os.unlink(volume.file_path(name))
 
 

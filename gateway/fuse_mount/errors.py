@@ -109,7 +109,11 @@ def translate(operation: str, bucket: str, key: str = "") -> Iterator[None]:
 
 
 def errno_for(exc: BaseException) -> int:
-    """The errno a FUSE operation returns for ``exc``."""
+    """The errno a FUSE operation returns for ``exc``. An :class:`UploadFailed` (every
+    call after a failed upload) keeps the errno of the failure (``raise ... from``): a
+    file whose upload met a full gateway keeps saying ENOSPC, not EIO."""
+    if isinstance(exc, UploadFailed) and exc.__cause__ is not None:
+        return errno_for(exc.__cause__)
     if isinstance(exc, OSError) and exc.errno:
         return exc.errno
     for cls, number in _ERRNO:

@@ -23,7 +23,7 @@ from backends.base import CHECKSUM_ALGORITHMS
 from backends.blocking import run_blocking
 from backends.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
 from backends.errors import BadDigest, IncompleteBody
-from gateway.s3api.chunked import OFFLOAD_BYTES, AwsChunkedDecoder
+from gateway.s3api.chunked import HASH_OFFLOAD_BYTES, AwsChunkedDecoder
 from gateway.s3api.errors import (
     InvalidArgument,
     InvalidRequest,
@@ -90,7 +90,7 @@ class RequestBody:
             if self._expected_length is not None and count > self._expected_length:
                 raise IncompleteBody("The request body is longer than its Content-Length.")
             if self._sha is not None or self._hasher is not None:
-                if len(chunk) >= OFFLOAD_BYTES:
+                if len(chunk) >= HASH_OFFLOAD_BYTES:
                     await run_blocking(self._update, chunk)
                 else:
                     self._update(chunk)

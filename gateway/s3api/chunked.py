@@ -31,7 +31,10 @@ from gateway.s3api.sigv4 import EMPTY_SHA256, AuthContext, PayloadMode, sign_hex
 
 MAX_LINE = 4096  # longest chunk-header or trailer line accepted, without its CRLF
 MAX_TRAILERS = 16
-OFFLOAD_BYTES = 1 << 20  # reads at least this large are hashed in a worker thread
+#: chunks at least this large are hashed in a worker thread, smaller ones on the event
+#: loop. Measured: SHA-256 of 64 KiB takes ~33 us, MD5 ~77 us, a thread hop ~27 us of CPU;
+#: the server hands the body in reads of up to 256 KiB, so large bodies do go to threads.
+HASH_OFFLOAD_BYTES = 64 * 1024
 
 _HEX_SIZE = re.compile(rb"[0-9a-fA-F]{1,16}")
 _SIGNATURE = re.compile(rb"[0-9a-f]{64}")
@@ -282,7 +285,7 @@ class AwsChunkedDecoder:
                     raise
                 if type(data) is not bytes:
                     data = bytes(data)
-                if len(data) >= OFFLOAD_BYTES and parser.hashing:
+                if len(data) >= HASH_OFFLOAD_BYTES and parser.hashing:
                     pieces = await run_blocking(parser.feed, data)
                 else:
                     pieces = parser.feed(data)

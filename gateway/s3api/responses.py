@@ -61,8 +61,10 @@ class ObjectStreamResponse(Response):
                 await send({"type": "http.response.body", "body": b""})
                 return
             if self.stream.content_length <= SMALL_BODY:
-                # One read: nothing worth watching for a disconnect.
-                await self._send_body(send)
+                # Nothing worth watching for a disconnect: read it all, send it at once.
+                chunks = [chunk async for chunk in self.stream]
+                body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                await send({"type": "http.response.body", "body": body})
                 return
             sender = asyncio.ensure_future(self._send_body(send))
             watcher = asyncio.ensure_future(_wait_disconnect(receive))

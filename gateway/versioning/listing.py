@@ -118,13 +118,16 @@ async def _start(objects: VersionedObjects, bucket: str, key_marker: str,
 async def version_page(objects: VersionedObjects, bucket: str, *, prefix: str,
                        delimiter: str, max_keys: int, key_marker: str,
                        version_id_marker: str) -> VersionPage:
-    """One page of ListObjectVersions."""
+    """One page of ListObjectVersions. A common prefix is skipped by restarting both
+    listings after it (each layer seeks there; see gateway.listing.list_page)."""
     await objects.backend.head_bucket(bucket)
     if max_keys <= 0:
         return VersionPage()
+    skipped: str | None = None
     if key_marker and (cp := prefix_of(key_marker, prefix, delimiter)) is not None \
             and key_marker.startswith(prefix):
         key_after, record_after, partial = cp + AFTER_ALL, RECORDS + escape(cp) + AFTER_ALL, None
+        skipped = cp
     else:
         key_after, record_after, partial = await _start(objects, bucket, key_marker,
                                                         version_id_marker)
@@ -136,15 +139,18 @@ async def version_page(objects: VersionedObjects, bucket: str, *, prefix: str,
         async with closing(_merged(objects, bucket, prefix, key_after, record_after,
                                    partial)) as listing:
             async for entry in listing:
+                cp = prefix_of(entry.info.key, prefix, delimiter)
+                if cp is not None and cp == skipped:
+                    continue  # past the restart point, same prefix (continues with U+10FFFF)
                 if len(entries) + len(prefixes) >= max_keys:
                     return VersionPage(entries, prefixes, True, last[0], last[1])
-                cp = prefix_of(entry.info.key, prefix, delimiter)
                 if cp is None:
                     entries.append(entry)
                     last = (entry.info.key, entry.info.version_id)
                     continue
                 prefixes.append(cp)
                 last = (cp, None)
+                skipped = cp
                 key_after, record_after = cp + AFTER_ALL, RECORDS + escape(cp) + AFTER_ALL
                 partial = None
                 restarted = True

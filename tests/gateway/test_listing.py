@@ -90,3 +90,16 @@ async def test_upload_page_markers_and_prefixes() -> None:
     page = await upload_page(gen(), prefix="", delimiter="", max_uploads=10, key_marker="b",
                              upload_id_marker="id2")
     assert [u.upload_id for u in page.uploads] == ["id3", "id4"]
+
+
+async def test_keys_past_the_restart_point_of_a_prefix_are_passed_over() -> None:
+    """A restart after ``prefix + U+10FFFF`` still meets keys that continue with U+10FFFF:
+    their prefix is reported once, on this page and after a marker, without looping."""
+    keys = ["a/1", "a/\U0010ffff", "a/\U0010ffffx", "a/\U0010ffff\U0010ffff", "b"]
+    iterate, opened = _iterate(keys, "")
+    page = await list_page(iterate, prefix="", delimiter="/", max_keys=1000, after="")
+    assert page.common_prefixes == ["a/"] and [o.key for o in page.objects] == ["b"]
+    assert len(opened) == 2
+    page = await list_page(iterate, prefix="", delimiter="/", max_keys=1, after="a/")
+    assert page.common_prefixes == [] and [o.key for o in page.objects] == ["b"]
+    assert not page.is_truncated

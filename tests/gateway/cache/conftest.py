@@ -38,6 +38,9 @@ def cache_settings(base: Path, capacity: int = 1 << 20, volumes: int = 1,
         "inactivity_delay_s": 3600.0,
         "backpressure_timeout_s": 0.3,
         "flush_retry_max_s": 0.2,
+        # Deterministic placement for tests of the cache's own mechanics; the measured
+        # routing ("auto", the default) has its own tests (test_admission.py).
+        "admission": "cache",
     }
     values.update(overrides)
     return CacheSettings(**values)

@@ -3,12 +3,14 @@
 Run as ``python -m tests.gateway.cache.crash_child CONFIG_JSON``. Prints ``READY``, then
 one line per acknowledged operation (``ACK <key> <seed> <size>``, ``PART <upload>
 <n> <etag>``), and ``FLUSHING`` once a flush is under way; the parent kills it with
-SIGKILL at a moment of its choosing.
+SIGKILL at a moment of its choosing. Mode ``concurrent`` runs ``writers`` PUTs at once
+(unique keys, sizes cycling through ``sizes``), so their commits share WAL syncs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -50,6 +52,16 @@ async def main(cfg: dict[str, Any]) -> None:
             for i in range(count):
                 await tier.delete_object(BUCKET, f"k{i}")
                 say("DEL", f"k{i}")
+    elif mode == "concurrent":
+        numbers = itertools.count()
+        sizes = cfg["sizes"]
+
+        async def writer() -> None:
+            while (i := next(numbers)) < count:
+                n = sizes[i % len(sizes)]
+                await tier.put_object(BUCKET, f"c{i}", body(payload(n, i), 4096), meta=META)
+                say("ACK", f"c{i}", i, n)
+        await asyncio.gather(*(writer() for _ in range(cfg.get("writers", 16))))
     elif mode == "multipart":
         up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
         say("UPLOAD", up.upload_id)

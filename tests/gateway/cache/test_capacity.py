@@ -21,9 +21,12 @@ from tests.gateway.cache.conftest import (
 
 
 async def test_full_of_dirty_data_waits_then_slows_down(env: Env) -> None:
-    tier = await env.tier(cache_settings(env.base, capacity=50_000))
+    tier = await env.tier(cache_settings(env.base, capacity=50_000,
+                                         quarantine_attempts=1000))
     env.break_bucket()  # the backend cannot take flushes: dirty data stays
     await tier.put_object(BUCKET, "a", body(payload(30_000, 1)), meta=META)
+    # While the backend fails, a full cache makes writers wait, not go to the backend.
+    await until(lambda: tier.status()["flush_errors_total"] > 0, "a flush failed")
     with pytest.raises(SlowDown) as raised:
         await tier.put_object(BUCKET, "b", body(payload(30_000, 2)), meta=META)
     assert raised.value.retry_after >= 1

@@ -10,12 +10,26 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from backends.errors import InvalidKey, KeyTooLong, ServiceUnavailable
 from gateway.cache.index import INDEX_VERSION
+from gateway.cache.settings import CacheSettings
 from gateway.cache.volumes import HEADER_SIZE, MAGIC, VOLUME_MARKER
-from tests.gateway.cache.conftest import BUCKET, META, Env, body, payload, read_all
+from tests.gateway.cache.conftest import (
+    BUCKET,
+    META,
+    Env,
+    body,
+    cache_settings,
+    payload,
+    read_all,
+)
+
+
+def files_only(env: Env) -> CacheSettings:
+    """Settings under which every body goes to a data file (no inline records)."""
+    return cache_settings(env.base, inline_max_bytes=0)
 
 
 async def test_data_file_layout(env: Env) -> None:
-    tier = await env.tier()
+    tier = await env.tier(files_only(env))
     data = payload(5000)
     await tier.put_object(BUCKET, "k", body(data), meta=META)
     (path,) = list(env.base.glob("vol0/data/*/*"))
@@ -42,7 +56,7 @@ async def test_start_sweeps_orphans_and_keeps_records(env: Env) -> None:
 
 
 async def test_corrupt_header_is_an_error_not_wrong_bytes(env: Env) -> None:
-    tier = await env.tier()
+    tier = await env.tier(files_only(env))
     await tier.put_object(BUCKET, "k", body(b"data"), meta=META)
     (path,) = list(env.base.glob("vol0/data/*/*"))
     path.write_bytes(b"XXXXXXXX" + path.read_bytes()[8:])
@@ -52,7 +66,7 @@ async def test_corrupt_header_is_an_error_not_wrong_bytes(env: Env) -> None:
 
 
 async def test_missing_file_of_dirty_record_refuses_to_start(env: Env) -> None:
-    tier = await env.tier()
+    tier = await env.tier(files_only(env))
     env.break_bucket()
     await tier.put_object(BUCKET, "k", body(b"unflushed"), meta=META)
     await env.close(tier)
@@ -63,7 +77,7 @@ async def test_missing_file_of_dirty_record_refuses_to_start(env: Env) -> None:
 
 
 async def test_missing_file_of_clean_record_is_forgotten(env: Env) -> None:
-    tier = await env.tier()
+    tier = await env.tier(files_only(env))
     await tier.put_object(BUCKET, "k", body(b"flushed"), meta=META)
     await tier.wait_flushed()
     await env.close(tier)

@@ -12,6 +12,7 @@ from tests.gateway.cache.conftest import (
     META,
     Env,
     body,
+    cache_settings,
     payload,
     read_all,
 )
@@ -77,7 +78,7 @@ async def test_completion_errors_and_abort(env: Env) -> None:
 
 
 async def test_single_part_completion_and_unused_parts_freed(env: Env) -> None:
-    tier = await env.tier()
+    tier = await env.tier(cache_settings(env.base, inline_max_bytes=0))  # parts in files
     up = await tier.create_multipart_upload(BUCKET, "one", meta=META)
     p1 = await tier.upload_part(BUCKET, "one", up.upload_id, 1, body(b"only part"))
     await tier.upload_part(BUCKET, "one", up.upload_id, 2, body(b"never used"))

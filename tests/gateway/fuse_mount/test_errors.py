@@ -44,3 +44,15 @@ def test_unreachable_endpoint_and_failed_uploads_are_eio() -> None:
     assert errno_for(info.value) == errno.EIO
     assert errno_for(UploadFailed()) == errno.EIO
     assert errno_for(OSError(errno.ENOTEMPTY, "x")) == errno.ENOTEMPTY
+
+
+def test_calls_after_a_failed_upload_keep_the_errno_of_the_failure() -> None:
+    # Every call after a failed upload raises UploadFailed "from" the failure: a full
+    # gateway (503 SlowDown after all attempts) stays ENOSPC, as documented, not EIO.
+    for cause, number in ((se.SlowDown("the cache is full"), errno.ENOSPC),
+                          (se.BackendError("boom"), errno.EIO),
+                          (se.EntityTooLarge("too big"), errno.EFBIG)):
+        try:
+            raise UploadFailed(resource="k") from cause
+        except UploadFailed as exc:
+            assert errno_for(exc) == number

@@ -251,7 +251,7 @@ async def test_header_checksum_each_algorithm(unsigned_ctx: AuthContext, algorit
 
 
 async def test_large_piece_is_hashed_off_the_loop(unsigned_ctx: AuthContext) -> None:
-    big = bytes(range(256)) * (chunked.OFFLOAD_BYTES // 256 + 1)
+    big = bytes(range(256)) * (chunked.HASH_OFFLOAD_BYTES // 256 + 1)
     ctx = replace(unsigned_ctx, payload_mode=PayloadMode.SIGNED,
                   payload_sha256=hashlib.sha256(big).hexdigest())
     crc = base64.b64encode((zlib.crc32(big) & 0xFFFFFFFF).to_bytes(4, "big")).decode()

@@ -188,7 +188,7 @@ async def test_chunk_signature_from_another_request_is_rejected() -> None:
 
 async def test_large_read_is_hashed_off_the_loop_and_still_verified() -> None:
     ctx = streaming_ctx(SIGNED)
-    payload = bytes(range(256)) * (chunked.OFFLOAD_BYTES // 256 + 10)
+    payload = bytes(range(256)) * (chunked.HASH_OFFLOAD_BYTES // 256 + 10)
     body = encode_signed(ctx, [payload])
     assert (await decode([body], ctx, len(payload)))[0] == payload
     bad = body[:500] + bytes([body[500] ^ 1]) + body[501:]

@@ -452,6 +452,23 @@ class VersioningConformance:
                                          version_id_marker="null")
         assert [e.info.key for e in after_null.entries] == ["d/y", "d/y"]
 
+    async def test_prefix_of_keys_past_its_restart_point_is_listed_once(
+            self, service: ObjectService, bucket: str) -> None:
+        """A common prefix is skipped by restarting after ``prefix + U+10FFFF``; keys
+        that continue with U+10FFFF still belong to it (no repeat, no endless restart)."""
+        await service.put_bucket_versioning(bucket, ENABLED)
+        for key in ("a/1", "a/\U0010ffff", "a/\U0010ffffx", "b"):
+            await self.put(service, bucket, key, b"x")
+            await self.put(service, bucket, key, b"y")
+        page = await self.versions(service, bucket, delimiter="/")
+        assert page.common_prefixes == ["a/"]
+        assert [e.info.key for e in page.entries] == ["b", "b"]
+        page = await self.versions(service, bucket, delimiter="/", key_marker="a/")
+        assert page.common_prefixes == [] and [e.info.key for e in page.entries] == ["b", "b"]
+        listed = await service.list_objects(bucket, prefix="", delimiter="/", max_keys=1000,
+                                            after="")
+        assert listed.common_prefixes == ["a/"] and [o.key for o in listed.objects] == ["b"]
+
     # -- buckets -----------------------------------------------------------------------
 
     async def test_bucket_with_versions_is_not_empty(self, service: ObjectService,

@@ -1,0 +1,154 @@
+"""Admission: writes go past the cache when the backend keeps up, into it otherwise."""
+
+from __future__ import annotations
+
+from backends.errors import SlowDown
+from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
+from gateway.cache.settings import ThrottleSettings
+from tests.gateway.cache.conftest import (
+    BUCKET,
+    META,
+    Env,
+    body,
+    cache_settings,
+    payload,
+    read_all,
+    until,
+)
+
+LARGE = SMALL_OBJECT_BYTES
+
+
+def test_unknown_backend_is_absorbed_by_the_cache() -> None:
+    rule = Admission()
+    assert not rule.prefer_backend(LARGE, now=0.0)
+    rule.observe_cache(LARGE, 0.01, now=0.0)
+    assert not rule.prefer_backend(LARGE, now=0.0)  # backend never measured
+
+
+def test_backend_as_fast_as_the_cache_takes_the_write() -> None:
+    rule = Admission(margin=0.8)
+    rule.observe_cache(LARGE, 1.0, now=0.0)
+    rule.observe_backend(LARGE, 1.2, now=0.0)  # 0.83x the cache rate
+    assert rule.prefer_backend(LARGE, now=1.0)
+    slow = Admission(margin=0.8)
+    slow.observe_cache(LARGE, 1.0, now=0.0)
+    slow.observe_backend(LARGE, 2.0, now=0.0)  # half the cache rate
+    assert not slow.prefer_backend(LARGE, now=1.0)
+
+
+def test_size_classes_are_measured_apart() -> None:
+    rule = Admission()
+    rule.observe_cache(LARGE, 1.0, now=0.0)
+    rule.observe_backend(LARGE, 1.0, now=0.0)
+    rule.observe_cache(4096, 0.001, now=0.0)
+    rule.observe_backend(4096, 0.01, now=0.0)  # small writes: the backend is 10x slower
+    assert rule.prefer_backend(LARGE, now=1.0)
+    assert not rule.prefer_backend(4096, now=1.0)
+
+
+def test_small_flushes_do_not_measure_clients_writes() -> None:
+    rule = Admission()
+    rule.observe_cache(4096, 0.01, now=0.0)
+    assert not rule.prefer_backend(4096, now=0.0)  # nothing known of the backend
+    rule.observe_backend(4096, 0.001, now=0.0, flush=True)  # a lone flush is quick
+    assert rule.backend.small is None
+    assert rule.prefer_backend(4096, now=0.1)  # unmeasured: one write probes the backend
+    assert not rule.prefer_backend(4096, now=0.2)  # ... and only one
+    rule.observe_backend(4096, 0.02, now=0.3)  # a client's write past the cache: slower
+    assert not rule.prefer_backend(4096, now=0.4)
+
+
+def test_each_path_is_probed_when_left_unmeasured() -> None:
+    rule = Admission()
+    rule.observe_cache(LARGE, 1.0, now=0.0)
+    rule.observe_backend(LARGE, 1.0, now=0.0)
+    assert rule.prefer_backend(LARGE, now=4.0)
+    assert not rule.prefer_backend(LARGE, now=31.0)  # this write refreshes the cache rate
+    rule.observe_cache(LARGE, 1.0, now=31.0)
+    assert rule.prefer_backend(LARGE, now=31.1)  # and this one the backend rate
+    slow = Admission()
+    slow.observe_cache(LARGE, 1.0, now=0.0)
+    slow.observe_backend(LARGE, 10.0, now=0.0)
+    assert not slow.prefer_backend(LARGE, now=1.0)
+    assert slow.prefer_backend(LARGE, now=6.0)  # a backend probe, once
+    assert not slow.prefer_backend(LARGE, now=6.1)
+
+
+def test_a_backend_slower_even_in_flushes_is_never_probed() -> None:
+    rule = Admission()
+    rule.observe_cache(4096, 0.001, now=0.0)
+    rule.observe_backend(4096, 0.5, now=0.0, flush=True)  # e.g. a throttled backend
+    assert not any(rule.prefer_backend(4096, now=t) for t in (1.0, 7.0, 20.0))
+    rule.observe_cache(LARGE, 0.01, now=0.0)
+    rule.observe_backend(LARGE, 5.0, now=0.0, flush=True)
+    assert not any(rule.prefer_backend(LARGE, now=t) for t in (1.0, 7.0, 20.0))
+
+
+def test_failing_backend_and_cache_mode_keep_writes_in_the_cache() -> None:
+    rule = Admission()
+    rule.observe_cache(LARGE, 1.0, now=0.0)
+    rule.observe_backend(LARGE, 0.5, now=0.0)
+    rule.backend_failed()
+    assert not rule.backend_ok and not rule.prefer_backend(LARGE, now=1.0)
+    rule.observe_backend(LARGE, 0.5, now=1.0)
+    assert rule.backend_ok and rule.prefer_backend(LARGE, now=1.0)
+    cache_only = Admission("cache")
+    cache_only.observe_cache(LARGE, 1.0, now=0.0)
+    cache_only.observe_backend(LARGE, 0.1, now=0.0)
+    assert not cache_only.prefer_backend(LARGE, now=1.0)
+
+
+async def test_fast_backend_takes_writes_past_the_cache(env: Env) -> None:
+    tier = await env.tier(cache_settings(env.base, capacity=64 << 20, admission="auto"))
+    tier.admission.observe_cache(LARGE, 1.0, now=tier.store.now())  # a slow cache
+    data = payload(LARGE, 1)
+    await tier.put_object(BUCKET, "first", body(data, 65536), meta=META)
+    await tier.wait_flushed()  # the flush measures the backend
+    assert tier.admission.backend.large is not None
+    await tier.put_object(BUCKET, "second", body(data, 65536), meta=META)
+    assert tier.store.get(BUCKET, "second") is None  # written around
+    assert await read_all(await env.backend().get_object(BUCKET, "second")) == data
+    assert await read_all(await tier.get_object(BUCKET, "second")) == data
+    assert tier.status()["admission"]["routed_to_backend"] >= 1
+
+
+async def test_slow_backend_keeps_writes_in_the_cache(env: Env) -> None:
+    slow = env.backend(ThrottleSettings(bandwidth_bytes_per_s=2 << 20))
+    tier = await env.tier(cache_settings(env.base, capacity=64 << 20, admission="auto"),
+                          inner=slow)
+    data = payload(LARGE, 2)
+    await tier.put_object(BUCKET, "first", body(data, 65536), meta=META)
+    await tier.wait_flushed()
+    for i in range(3):
+        await tier.put_object(BUCKET, f"k{i}", body(data, 65536), meta=META)
+        assert tier.store.get(BUCKET, f"k{i}") is not None  # absorbed by the cache
+
+
+async def test_full_cache_sends_writes_to_a_healthy_backend(env: Env) -> None:
+    slow = env.backend(ThrottleSettings(bandwidth_bytes_per_s=200_000))
+    tier = await env.tier(cache_settings(env.base, capacity=100_000, admission="auto",
+                                         backpressure_timeout_s=0.0), inner=slow)
+    data = {f"k{i}": payload(30_000, i) for i in range(8)}  # 2.4x the cache
+    for key, value in data.items():
+        await tier.put_object(BUCKET, key, body(value), meta=META)  # never SlowDown
+    status = tier.status()
+    assert status["slowdowns"] == 0 and status["writearound_bytes_total"] > 0
+    assert status["cache_used_bytes"] <= 100_000
+    await tier.wait_flushed()
+    for key, value in data.items():
+        assert await read_all(await tier.get_object(BUCKET, key)) == value
+        assert await read_all(await env.backend().get_object(BUCKET, key)) == value
+
+
+async def test_full_cache_and_failing_backend_slow_down(env: Env) -> None:
+    tier = await env.tier(cache_settings(env.base, capacity=50_000, admission="auto"))
+    env.break_bucket()
+    await tier.put_object(BUCKET, "a", body(payload(30_000, 1)), meta=META)
+    await until(lambda: not tier.admission.backend_ok, "a flush failed")
+    try:
+        await tier.put_object(BUCKET, "b", body(payload(30_000, 2)), meta=META)
+        raise AssertionError("a full cache in front of a failing backend must refuse")
+    except SlowDown as exc:
+        assert exc.retry_after >= 1
+    env.repair_bucket()
