@@ -61,9 +61,12 @@ def build_app(components: Components) -> ASGIApp:
 
     @app.get("/_squall/health")
     async def health() -> JSONResponse:
-        ok = components.ready
-        return JSONResponse({"status": "ok" if ok else "starting"}, status_code=200 if ok
-                            else 503)
+        if not components.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        problem = components.cache.unhealthy if components.cache is not None else None
+        if problem is not None:
+            return JSONResponse({"status": "unhealthy", "reason": problem}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/_squall/metrics")
     async def metrics() -> PlainTextResponse:

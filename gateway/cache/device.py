@@ -10,6 +10,7 @@ backend instead of failing them.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
@@ -34,6 +35,12 @@ def clamp_to_device(vol: Volume) -> bool:
                 _mib(possible - vol.used), _mib(vol.used), _mib(possible))
     vol.capacity = possible
     return True
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by a full device (ENOSPC, or a quota: EDQUOT)."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def device_full(vol: Volume) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,8 @@ from gateway.cache.entry import (
     encode_upload,
 )
 from gateway.cache.inline import InlineBudget
+
+log = logging.getLogger(__name__)
 
 INDEX_FORMAT = "squall-cache-index"
 INDEX_VERSION = 1
@@ -154,10 +158,10 @@ class Index:
 
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
+        self._path = path
+        self._reopening = threading.Lock()
         with _translated():
-            self._db = Rdict(str(path), opts)
+            self._db = self._open()
             marker = self._db.get(_FORMAT_KEY)
             if marker is None:
                 wo = WriteOptions()
@@ -179,6 +183,8 @@ class Index:
         #: the memory held by the inline payloads of loaded and new records
         self.inline = InlineBudget()
         self._group = GroupCommit(self.write_many)
+        #: why the last write failed (None: it succeeded): writes cannot be acknowledged
+        self.failure: str | None = None
 
     def load(self) -> IndexContents:
         out = IndexContents()
@@ -230,8 +236,32 @@ class Index:
                 wb.put(k, v)
             for k in batch.deletes:
                 wb.delete(k)
-        with _translated():
-            self._db.write(wb, self._sync if sync else self._nosync)
+        try:
+            with _translated():
+                if self.failure is not None:
+                    self._recover()
+                self._db.write(wb, self._sync if sync else self._nosync)
+        except ServiceUnavailable as exc:
+            self.failure = exc.message
+            raise
+        self.failure = None
+
+    def _open(self) -> Rdict:
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        return Rdict(str(self._path), opts)
+
+    def _recover(self) -> None:
+        """After a failed write RocksDB refuses every write (e.g. its disk was full):
+        reopen it, so writes work again once the cause is gone. What failed was never
+        acknowledged; what was acknowledged is in the WAL and replayed by the reopen."""
+        with self._reopening:
+            if self.failure is None:
+                return
+            with contextlib.suppress(Exception):  # closing a failed DB reports its error
+                self._db.close()
+            self._db = self._open()
+            log.warning("cache index reopened after a write failure: %s", self.failure)
 
     async def commit(self, batch: Batch, *, sync: bool) -> None:
         """Apply ``batch`` from the event loop; synced writes of concurrent callers share

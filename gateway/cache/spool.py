@@ -16,6 +16,7 @@ from backends.blocking import run_cache_blocking
 from backends.errors import BadDigest, SlowDown
 from gateway.cache.entry import Segment
 from gateway.cache.inline import InlinePayload, inline_room
+from gateway.cache.device import device_full, out_of_space
 from gateway.cache.store import CacheStore, Claim
 from gateway.cache.volumes import DataFileWriter, Volume, charge
 
@@ -178,10 +179,12 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                                                  sync=store.sync, content_md5=content_md5))
         else:
             await run_cache_blocking(out.writer.finish, bytes(buffer), content_md5=content_md5)
-    except BaseException:
+    except BaseException as exc:
         if pending is not None:
             await asyncio.wait([pending])  # the file is not closed under a running write
         await out.discard(store)
+        if isinstance(exc, SlowDown) and out_of_space(exc):
+            device_full(vol)  # later writes evict clean data or go to the backend
         raise
     return out
 

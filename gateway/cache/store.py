@@ -267,6 +267,10 @@ class CacheStore:
             self._index = None
 
     @property
+    def opened(self) -> bool:
+        return self._index is not None
+
+    @property
     def index(self) -> Index:
         if self._index is None:
             raise ServiceUnavailable("the cache tier is not started")

@@ -223,6 +223,14 @@ class CacheTier:
             **({"elastic": self._elastic.status()} if self._elastic is not None else {}),
         }
 
+    @property
+    def unhealthy(self) -> str | None:
+        """Why writes cannot be acknowledged now (the index refuses writes), else None."""
+        index = self._store.index if self._store.opened else None
+        if index is not None and index.failure is not None:
+            return f"the cache index cannot be written: {index.failure}"
+        return None
+
     def _quarantine_status(self) -> dict[str, Any]:
         held = self._flusher.quarantine.items() if self._flusher is not None else []
         return {"quarantined_objects": len(held),

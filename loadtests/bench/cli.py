@@ -388,9 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows = _rows(args)
         endpoints = [parse_named(e) for e in args.endpoint]
-        # Only running endpoints when some are given and no configuration is.
-        default = () if endpoints else DEFAULT_CONFIGS
-        configs = [parse_config(c) for c in (args.config or default)]
+        configs = [parse_config(c) for c in (args.config or DEFAULT_CONFIGS)]
         peers = parse_peers(args.peers)
         if args.repeat < 1:
             raise ValueError("--repeat must be at least 1")
