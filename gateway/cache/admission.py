@@ -15,7 +15,7 @@ each write is routed by measurement (docs/cache.md, "Admission"):
 A write goes past the cache when the backend rate of its size class is at least
 ``margin`` x the cache rate: the client would not be faster through the cache. Until the
 backend has been measured, large writes are cached (a burst in front of an unknown
-backend is absorbed; the flushes measure the backend). Both rates stay current: the path
+backend is absorbed, and the next one measures the backend). Both rates stay current: the path
 in use is measured by its own writes, and a path left unmeasured for a while gets the
 next write of that size class (a probe: every 5 s for the backend, 30 s for the cache). Flushes also give an optimistic bound of
 the backend (a flush runs alone, with no client to wait for): when even that bound is
@@ -133,8 +133,6 @@ class Admission:
             return False  # this write measures the cache
         if bound is not None and bound < self.margin * cache:
             return False  # even a lone flush is slower than the cache: no probe either
-        if backend is None and bound is None:
-            return False  # nothing known of the backend: absorbed; its flush measures it
         if now - self._cache_seen[small] >= _CACHE_PROBE_S:
             self._cache_seen[small] = now
             return False
@@ -165,6 +163,25 @@ class Admission:
             self._miss_seen[small] = now
             return False
         return backend is None or backend < self.margin * cache
+
+    def read_cached(self, size: int, now: float) -> bool:
+        """Whether a whole read of a clean cached object of ``size`` bytes is served
+        from the cache: not when the backend serves reads as fast (the backend holds the
+        same version). Each side is probed now and then to stay measured."""
+        if self.mode != "auto" or size < SMALL_OBJECT_BYTES:
+            return True
+        cache, backend = self.cache_reads.rate(size), self.backend_reads.rate(size)
+        if cache is None:
+            return True  # this read measures the cache
+        if now - self._miss_seen[False] >= _BACKEND_PROBE_S:
+            self._miss_seen[False] = now
+            return False  # this one the backend
+        if backend is None or backend < self.margin * cache:
+            return True
+        if now - self._hit_seen[False] >= _CACHE_PROBE_S:
+            self._hit_seen[False] = now
+            return True
+        return False
 
     def count(self, to_backend: bool) -> None:
         if to_backend:

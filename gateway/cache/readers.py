@@ -4,6 +4,8 @@ memory (no thread, no pin), data files with as few worker-thread calls as possib
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import AsyncIterator, Sequence
 
 from backends.base import ByteRange, ObjectStream
@@ -50,16 +52,26 @@ async def read_slices(store: CacheStore, pieces: list[Slice],
         if length <= chunk_size:
             yield await run_cache_blocking(read_range, vol, seg.file, offset, length)
             continue
-        reader, data = await run_cache_blocking(DataFileReader.open_read, vol, seg.file, offset,
-                                          chunk_size)
+        reader, data = await run_cache_blocking(DataFileReader.open_read, vol, seg.file,
+                                                offset, chunk_size)
+        ahead: asyncio.Future[bytes] | None = None
         try:
-            yield data
             pos, end = offset + chunk_size, offset + length
-            while pos < end:
-                n = min(chunk_size, end - pos)
-                yield await run_cache_blocking(reader.read, pos, n)
-                pos += n
+            while True:
+                # Read-ahead: the next piece is read while this one is being sent.
+                if pos < end:
+                    ahead = asyncio.ensure_future(
+                        run_cache_blocking(reader.read, pos, min(chunk_size, end - pos)))
+                yield data
+                if ahead is None:
+                    break
+                data, ahead = await ahead, None
+                pos += len(data)
         finally:
+            if ahead is not None:  # the file is not closed under a running read
+                await asyncio.wait([ahead])
+                if not ahead.cancelled():
+                    ahead.exception()  # retrieved: nobody wants this piece any more
             await run_cache_blocking(reader.close)
 
 

@@ -104,6 +104,9 @@ class CacheStore:
         #: keys whose flusher upload is being created (its id is not known yet)
         self.flush_creating: Counter[BK] = Counter()
         self._index_path = index_path
+        #: keys whose last index write was unsynced -> the number of that write
+        self._unsynced: dict[BK, int] = {}
+        self._writes = 0
         self._index: Index | None = None
         self._lock = threading.Lock()
         self._records = Records()
@@ -364,7 +367,7 @@ class CacheStore:
         batch.set_seq(self._seq)
         # Concurrent synced commits share one WAL sync (group commit); memory changes
         # only once the write returned.
-        await self.index.commit(batch, sync=sync)
+        await self._write(batch, sync, (bk,))
         old = self.set_memory(bk, new)
         self.invalidate_fills(bk)
         if old is not None:
@@ -380,7 +383,25 @@ class CacheStore:
 
     async def barrier(self) -> None:
         """A durable (per settings) index write: earlier unsynced writes become durable."""
-        await self.index.commit(Batch().set_seq(self._seq), sync=self.sync)
+        await self._write(Batch().set_seq(self._seq), self.sync, ())
+
+    def unsynced(self, bk: BK) -> bool:
+        """Whether an index write of ``bk`` may not be durable yet (a barrier is due
+        before anything that relies on it, such as a write past the cache)."""
+        return bk in self._unsynced
+
+    async def _write(self, batch: Batch, sync: bool, keys: Iterable[BK]) -> None:
+        """Write ``batch``; an unsynced write marks ``keys`` until a later synced write
+        (which makes every earlier WAL entry durable) has returned."""
+        self._writes += 1
+        mark = self._writes
+        await self.index.commit(batch, sync=sync)
+        if not sync:
+            if self.sync:  # (with durability "none" nothing is ever synced: no barrier)
+                for bk in keys:
+                    self._unsynced[bk] = mark
+        elif self._unsynced:
+            self._unsynced = {k: m for k, m in self._unsynced.items() if m > mark}
 
     def take_dirty(self, ready: Callable[[Entry], bool]) -> Entry | None:
         """The oldest DIRTY record ``ready`` accepts, switched to FLUSHING (memory only)."""
@@ -615,7 +636,7 @@ class CacheStore:
             batch = Batch()
             for entry in victims:
                 batch.delete_entry(entry.bucket, entry.key)
-            await asyncio.shield(self.index.commit(batch, sync=False))
+            await asyncio.shield(self._write(batch, False, (e.bk for e in victims)))
             for entry in victims:
                 self.invalidate_fills(entry.bk)
             await self.discard([s for e in victims for s in e.segments])

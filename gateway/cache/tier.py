@@ -308,7 +308,7 @@ class CacheTier:
         index write also makes earlier unsynced removals durable (WAL order)."""
         if self._store.get(*bk) is not None:
             await self._store.commit(bk, None, sync=self._store.sync)
-        else:
+        elif self._store.unsynced(bk):
             await self._store.barrier()
 
     def _counted(self, body: AsyncIterator[bytes], origin: object) -> CountingBody:
@@ -452,7 +452,9 @@ class CacheTier:
                          byte_range: RangeRequest | None = None) -> ObjectStream:
         store = self._store
         entry = store.get(bucket, key)
-        if entry is not None:
+        if entry is not None and not (
+                byte_range is None and entry.state is EntryState.CLEAN
+                and not self.admission.read_cached(entry.size, store.now())):
             if entry.deleted:
                 raise NoSuchKey(bucket, key)
             resolved = byte_range.resolve(entry.size) if byte_range is not None else None
@@ -462,6 +464,9 @@ class CacheTier:
             if resolved is None and entry.size >= SMALL_OBJECT_BYTES:
                 return self._timed(stream, hit=True)
             return stream
+        if entry is not None:  # clean, and the backend reads as fast: read there
+            stream = await self._inner.get_object(bucket, key)
+            return self._timed(await read_through(self, stream, whole=False), hit=False)
         store.stats.misses += 1
         stream = await self._inner.get_object(bucket, key, byte_range=byte_range)
         if byte_range is None and not self.admission.keep_copy(stream.info.size, store.now()):
@@ -497,7 +502,8 @@ class CacheTier:
             async with store.keys.hold(bk):
                 entry = store.get(*bk)
                 if entry is None:
-                    await store.barrier()
+                    if store.unsynced(bk):
+                        await store.barrier()
                     await self._inner.delete_object(bucket, key)
                     store.invalidate_fills(bk)
                     return

@@ -42,6 +42,7 @@ from loadtests.bench.server import (
     ServerProcess,
     free_port,
     reported_durability,
+    wait_settled,
 )
 from loadtests.bench.table import (
     Column,
@@ -243,7 +244,12 @@ class Driver:
         results: dict[str, Result] = {}
         for row in self.rows:
             try:
-                runs = [self._one(name, endpoint, row, pid) for _ in range(self.args.repeat)]
+                runs = []
+                for _ in range(self.args.repeat):
+                    runs.append(self._one(name, endpoint, row, pid))
+                    settled = wait_settled(endpoint)
+                    if settled is not None and settled >= 1:
+                        _say(f"[{name}] {row.title}: {settled:.1f}s to flush what it left")
                 results[row.key] = median_run(runs, row.unit)
             except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
                 results[row.key] = str(exc)

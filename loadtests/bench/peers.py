@@ -49,7 +49,7 @@ PEERS: dict[str, PeerSpec] = {
         "minio", "minio", True, _minio_argv,
         lambda c: {"MINIO_ROOT_USER": c.access_key, "MINIO_ROOT_PASSWORD": c.secret_key,
                    "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"},
-        "/minio/health/cluster", "go install github.com/minio/minio@latest"),
+        "/", "go install github.com/minio/minio@latest"),
     "versitygw": PeerSpec(
         "versitygw", "versitygw", False, _versitygw_argv,
         lambda c: {"ROOT_ACCESS_KEY": c.access_key, "ROOT_SECRET_KEY": c.secret_key},
@@ -84,15 +84,16 @@ def parse_peers(text: str) -> list[str]:
 
 
 class AnsweringServer(ServerProcess):
-    """A server whose readiness is any HTTP answer on its health path (versitygw answers
-    an unsigned request with 403)."""
+    """A server ready once its health path answers anything but a 5xx: an unsigned
+    request gets 403 from a ready S3 server, 503 from a MinIO still initialising (whose
+    own health URLs answer 200 before it takes requests)."""
 
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(self.health_url, timeout=1.0):
                 return True
-        except urllib.error.HTTPError:
-            return True
+        except urllib.error.HTTPError as exc:
+            return exc.code < 500
         except (urllib.error.URLError, OSError, ValueError):
             return False
 

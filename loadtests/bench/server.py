@@ -51,6 +51,30 @@ def reported_durability(endpoint: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def wait_settled(endpoint: str, timeout: float = 300.0) -> float | None:
+    """Wait until a Squall endpoint reports nothing unflushed (``dirty_objects`` 0 in
+    ``/_squall/status``), so that one workload's deferred writes are not flushed during
+    the next one's clock. Returns the seconds waited; None for an endpoint without that
+    status (another server) or when ``timeout`` passed first."""
+    url = endpoint.rstrip("/") + STATUS_PATH
+    start = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                status = json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        dirty = status.get("dirty_objects") if isinstance(status, dict) else None
+        if dirty is None:
+            return None
+        waited = time.monotonic() - start
+        if dirty == 0:
+            return waited
+        if waited > timeout:
+            return None
+        time.sleep(0.2)
+
+
 class ServerProcess:
     """One server process; its output goes to ``log_path``.
 

@@ -19,11 +19,12 @@ from tests.gateway.cache.conftest import (
 LARGE = SMALL_OBJECT_BYTES
 
 
-def test_unknown_backend_is_absorbed_by_the_cache() -> None:
+def test_unknown_backend_is_measured_by_one_write_after_the_cache() -> None:
     rule = Admission()
-    assert not rule.prefer_backend(LARGE, now=0.0)
+    assert not rule.prefer_backend(LARGE, now=0.0)  # the first write measures the cache
     rule.observe_cache(LARGE, 0.01, now=0.0)
-    assert not rule.prefer_backend(LARGE, now=0.0)  # backend never measured
+    assert rule.prefer_backend(LARGE, now=0.1)  # the next one the backend ...
+    assert not rule.prefer_backend(LARGE, now=0.2)  # ... and only that one
 
 
 def test_backend_as_fast_as_the_cache_takes_the_write() -> None:
@@ -50,7 +51,6 @@ def test_size_classes_are_measured_apart() -> None:
 def test_small_flushes_do_not_measure_clients_writes() -> None:
     rule = Admission()
     rule.observe_cache(4096, 0.01, now=0.0)
-    assert not rule.prefer_backend(4096, now=0.0)  # nothing known of the backend
     rule.observe_backend(4096, 0.001, now=0.0, flush=True)  # a lone flush is quick
     assert rule.backend.small is None
     assert rule.prefer_backend(4096, now=0.1)  # unmeasured: one write probes the backend
@@ -83,6 +83,22 @@ def test_a_backend_slower_even_in_flushes_is_never_probed() -> None:
     rule.observe_cache(LARGE, 0.01, now=0.0)
     rule.observe_backend(LARGE, 5.0, now=0.0, flush=True)
     assert not any(rule.prefer_backend(LARGE, now=t) for t in (1.0, 7.0, 20.0))
+
+
+def test_clean_objects_are_read_where_reads_are_faster() -> None:
+    rule = Admission()
+    assert rule.read_cached(LARGE, now=0.0)  # nothing measured: the cache first
+    rule.observe_read(LARGE, 0.01, now=0.0, hit=True)
+    assert not rule.read_cached(LARGE, now=0.1)  # then one read measures the backend
+    rule.observe_read(LARGE, 0.011, now=0.2, hit=False)  # the backend reads as fast
+    assert not rule.read_cached(LARGE, now=1.0)
+    rule.observe_read(LARGE, 0.011, now=39.0, hit=False)
+    assert rule.read_cached(LARGE, now=40.0)  # a probe of the cache, now and then
+    assert not rule.read_cached(LARGE, now=40.1)
+    rule.observe_read(LARGE, 0.1, now=41.0, hit=False)  # the backend became slow
+    for _ in range(10):
+        rule.observe_read(LARGE, 0.1, now=41.0, hit=False)
+    assert rule.read_cached(4096, now=41.0) and rule.read_cached(LARGE, now=41.1)
 
 
 def test_failing_backend_and_cache_mode_keep_writes_in_the_cache() -> None:
