@@ -5,7 +5,6 @@ memory (no thread, no pin), data files with as few worker-thread calls as possib
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import AsyncIterator, Sequence
 
 from backends.base import ByteRange, ObjectStream

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from backends.blocking import run_cache_blocking
 from backends.errors import BadDigest, SlowDown
+from gateway.cache.device import device_full, out_of_space
 from gateway.cache.entry import Segment
 from gateway.cache.inline import InlinePayload, inline_room
-from gateway.cache.device import device_full, out_of_space
 from gateway.cache.store import CacheStore, Claim
 from gateway.cache.volumes import DataFileWriter, Volume, charge
 
