@@ -71,9 +71,12 @@ class Admission:
     backend is only used when the cache cannot take a write).
     """
 
-    def __init__(self, mode: str = "auto", margin: float = 0.75) -> None:
+    def __init__(self, mode: str = "auto", margin: float = 0.75, *,
+                 backend_bandwidth: float | None = None) -> None:
         self.mode = mode
         self.margin = margin
+        #: the backend's configured bandwidth (a throttle): no request is faster
+        self.backend_bandwidth = backend_bandwidth
         self.cache = RateMeter()
         self.backend = RateMeter()
         #: flushes alone: an optimistic bound of the backend (a lone flush is never slower
@@ -129,10 +132,14 @@ class Admission:
         small = size is not None and size < SMALL_OBJECT_BYTES
         cache, backend = self.cache.rate(size), self.backend.rate(size)
         bound = self.flushes.rate(size)
+        if self.backend_bandwidth is not None:
+            bound = min(bound or self.backend_bandwidth, self.backend_bandwidth)
         if cache is None:
             return False  # this write measures the cache
         if bound is not None and bound < self.margin * cache:
             return False  # even a lone flush is slower than the cache: no probe either
+        if small and backend is None and bound is None:
+            return False  # absorbed until a flush bounds the backend (latency unknown)
         if now - self._cache_seen[small] >= _CACHE_PROBE_S:
             self._cache_seen[small] = now
             return False

@@ -94,7 +94,7 @@ class CacheTier:
         self._policy: WritebackPolicy | None = None
         self._flusher: Flusher | None = None
         self._uploads = CachedUploads(self, inner, self._store, min_part_size)
-        self.admission = Admission(settings.admission)
+        self.admission = Admission(settings.admission, backend_bandwidth=backend_bandwidth)
         self._buckets: set[str] = set()
         self._commits: set[asyncio.Task[Any]] = set()
         self._provisioner = provisioner

@@ -51,6 +51,7 @@ def test_size_classes_are_measured_apart() -> None:
 def test_small_flushes_do_not_measure_clients_writes() -> None:
     rule = Admission()
     rule.observe_cache(4096, 0.01, now=0.0)
+    assert not rule.prefer_backend(4096, now=0.0)  # latency unknown: no probe yet
     rule.observe_backend(4096, 0.001, now=0.0, flush=True)  # a lone flush is quick
     assert rule.backend.small is None
     assert rule.prefer_backend(4096, now=0.1)  # unmeasured: one write probes the backend
@@ -99,6 +100,14 @@ def test_clean_objects_are_read_where_reads_are_faster() -> None:
     for _ in range(10):
         rule.observe_read(LARGE, 0.1, now=41.0, hit=False)
     assert rule.read_cached(4096, now=41.0) and rule.read_cached(LARGE, now=41.1)
+
+
+def test_a_throttled_backend_is_not_probed() -> None:
+    rule = Admission(backend_bandwidth=1.0)  # e.g. --backend-bandwidth 1B/s
+    rule.observe_cache(LARGE, 0.01, now=0.0)
+    rule.observe_cache(4096, 0.001, now=0.0)
+    assert not any(rule.prefer_backend(size, now=t) for size in (4096, LARGE)
+                   for t in (0.0, 6.0, 60.0))
 
 
 def test_failing_backend_and_cache_mode_keep_writes_in_the_cache() -> None:
