@@ -71,9 +71,10 @@ def test_write_then_read_and_list_at_once(gateway: SquallProcess, clients: list[
         assert _keys(client, wbucket, PaginationConfig={"PageSize": 7}) == sorted(expected)
         folders = client.list_objects_v2(Bucket=wbucket, Delimiter="/")
         assert [p["Prefix"] for p in folders["CommonPrefixes"]] == [f"d{i}/" for i in range(7)]
-    # Both workers received requests for keys the other owns, and forwarded them.
+    # Requests reached a worker that does not own their key and were forwarded (which
+    # worker accepts a connection is the kernel's choice: one of them may get them all).
     forwarded = _forwarded(gateway)
-    assert forwarded.get(("0", "1"), 0) > 0 and forwarded.get(("1", "0"), 0) > 0, forwarded
+    assert sum(forwarded.values()) > 0, forwarded
 
 
 def test_overwrites_are_never_stale(clients: list[Any], wbucket: str) -> None:
