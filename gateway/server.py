@@ -13,7 +13,7 @@ from starlette.types import ASGIApp
 
 from gateway.app import build_app
 from gateway.components import build_components
-from gateway.credentials import load_or_create
+from gateway.credentials import Credentials, load_or_create
 from gateway.settings import Settings
 
 GRACEFUL_SHUTDOWN_S = 30
@@ -38,8 +38,16 @@ def serve(settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     credentials = load_or_create(settings.data_dir, settings.access_key, settings.secret_key)
     components = build_components(settings, credentials)
+    print_banner(settings, credentials, settings.listen_address.port)
+    _GracefulServer(uvicorn_config(build_app(components), settings)).run()
+
+
+def print_banner(settings: Settings, credentials: Credentials, port: int,
+                 detail: str = "") -> None:
+    """The start-up lines: address, backend, and the credentials (the secret only when
+    it was just generated)."""
     address = settings.listen_address
-    print(f"Squall S3 gateway on http://{address.host}:{address.port}", flush=True)
+    print(f"Squall S3 gateway on http://{address.host}:{port}{detail}", flush=True)
     print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
     if credentials.generated:
         print(f"  generated credentials (kept in {settings.data_dir}/credentials.json):\n"
@@ -47,7 +55,6 @@ def serve(settings: Settings) -> None:
               f"    secret key: {credentials.secret_key}", flush=True)
     else:
         print(f"  access key: {credentials.access_key}", flush=True)
-    _GracefulServer(uvicorn_config(build_app(components), settings)).run()
 
 
 def uvicorn_config(app: ASGIApp, settings: Settings, **overrides: Any) -> uvicorn.Config:

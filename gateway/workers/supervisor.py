@@ -31,7 +31,7 @@ import sys
 import time
 
 from gateway.credentials import Credentials, load_or_create
-from gateway.server import GRACEFUL_SHUTDOWN_S, configure_logging
+from gateway.server import GRACEFUL_SHUTDOWN_S, configure_logging, print_banner
 from gateway.settings import Settings
 from gateway.workers import control, layout, plan
 from gateway.workers.sockets import RUN_DIR, Port, run_dir, socket_path
@@ -254,14 +254,5 @@ def serve_workers(settings: Settings) -> int:
 
 
 def _banner(settings: Settings, credentials: Credentials, port: int) -> None:
-    address = settings.listen_address
-    print(f"Squall S3 gateway on http://{address.host}:{port} "
-          f"({settings.workers} worker processes)", flush=True)
-    print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
-    if credentials.generated:
-        print(f"  generated credentials (kept in {settings.data_dir}/credentials.json):\n"
-              f"    access key: {credentials.access_key}\n"
-              f"    secret key: {credentials.secret_key}", flush=True)
-    else:
-        print(f"  access key: {credentials.access_key}", flush=True)
+    print_banner(settings, credentials, port, f" ({settings.workers} worker processes)")
 
