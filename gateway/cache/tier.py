@@ -55,7 +55,7 @@ from gateway.cache.provisioner import Provisioner
 from gateway.cache.quarantine import QuarantinedFlush
 from gateway.cache.readers import entry_stream
 from gateway.cache.settings import CacheSettings, ElasticSettings
-from gateway.cache.spool import CacheFull, overflow_body, spool
+from gateway.cache.spool import CacheFull, Spooled, overflow_body, spool
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.uploads import CachedUploads
@@ -375,14 +375,8 @@ class CacheTier:
         if past and (current is None or not current.dirty or not store.volumes):
             return await self._put_direct(bk, body, meta, content_md5, if_match,
                                           if_none_match, measure=True)
-        # A full cache sends the write to the backend rather than making it wait for
-        # room, unless the backend is failing (then: backpressure, then SlowDown).
-        divert = self.admission.backend_ok
-        try:
-            spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,
-                                  wait=not divert, divert_when_full=divert,
-                                  on_bytes=self.count_ingest, retry_after=self.retry_after)
-        except CacheFull:
+        spooled = await self.spool_admitted(body, content_md5)
+        if spooled is None:
             return await self._put_direct(bk, body, meta, content_md5, if_match,
                                           if_none_match)
         if spooled.overflow:
@@ -414,6 +408,20 @@ class CacheTier:
                 await spooled.discard(store)
                 raise
         return await self.shielded(commit())
+
+    async def spool_admitted(self, body: AsyncIterator[bytes],
+                             content_md5: bytes | None) -> Spooled | None:
+        """Spool ``body`` into the cache. A full cache sends the write to the backend
+        rather than making it wait for room: None when that happens before any byte was
+        read, an ``overflow`` after. While the backend fails, the writer waits for room
+        instead (backpressure, then SlowDown)."""
+        divert = self.admission.backend_ok
+        try:
+            return await spool(self._store, body, content_md5=content_md5,
+                               allow_overflow=True, wait=not divert, divert_when_full=divert,
+                               on_bytes=self.count_ingest, retry_after=self.retry_after)
+        except CacheFull:
+            return None
 
     async def _put_direct(self, bk: BK, body: AsyncIterator[bytes], meta: ObjectMeta,
                           content_md5: bytes | None, if_match: str | None,

@@ -42,7 +42,7 @@ from gateway.cache.backend_parts import BackendParts
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch
 from gateway.cache.listing import merge_sorted
-from gateway.cache.spool import CacheFull, Spooled, overflow_body, spool
+from gateway.cache.spool import Spooled, overflow_body, spool
 from gateway.cache.store import CacheStore
 
 if TYPE_CHECKING:
@@ -139,15 +139,10 @@ class CachedUploads:
             return await remote.send_body(upload, part_number, body, content_md5,
                                           measure=True)
         started = asyncio.get_running_loop().time()
-        # A full cache sends the part to the backend rather than making it wait for room,
-        # unless the backend is failing (then: backpressure, then SlowDown).
-        divert = tier.admission.backend_ok
-        try:
-            spooled = await spool(store, body, content_md5=content_md5, allow_overflow=True,
-                                  wait=not divert, divert_when_full=divert,
-                                  on_bytes=tier.count_ingest, retry_after=tier.retry_after)
-        except CacheFull:
+        admitted = await tier.spool_admitted(body, content_md5)
+        if admitted is None:  # the cache is full: the part goes to the backend
             return await remote.send_body(upload, part_number, body, content_md5)
+        spooled = admitted
         if spooled.overflow:
             try:
                 store.stats.ingest_bytes_total -= spooled.consumed  # counted again on the way
