@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from backends.errors import InvalidRange
+from backends.regions import FileRegion, take_regions
 
 Body = AsyncIterator[bytes]
 
@@ -144,6 +145,11 @@ class ObjectStream:
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._body
 
+    async def take_regions(self) -> list[FileRegion] | None:
+        """The rest of the body as file regions, if it lies in open files (see
+        :func:`backends.regions.take_regions`); the stream must still be closed."""
+        return await take_regions(self._body)
+
     async def aclose(self) -> None:
         aclose = getattr(self._body, "aclose", None)
         if aclose is not None:
@@ -183,7 +189,8 @@ class Backend(Protocol):
         """Raises NoSuchBucket."""
 
     async def delete_bucket(self, bucket: str) -> None:
-        """Raises NoSuchBucket, BucketNotEmpty (objects or multipart uploads remain)."""
+        """Raises NoSuchBucket, BucketNotEmpty (objects remain). Multipart uploads in
+        progress are aborted with the bucket, as S3 does; with objects they stay."""
 
     async def put_object(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
                          content_md5: bytes | None = None, if_match: str | None = None,

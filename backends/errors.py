@@ -7,6 +7,11 @@ errno values. Nothing ever matches on message text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backends.base import ObjectInfo
+
 
 class StorageError(Exception):
     """Base of every error Squall raises on purpose."""
@@ -118,6 +123,10 @@ class PreconditionFailed(StorageError):
 
 class NotModified(StorageError):
     """Not Modified."""
+
+    def __init__(self, info: ObjectInfo | None = None) -> None:
+        super().__init__()
+        self.info = info  # the object the condition was evaluated on (its 304 headers)
 
 
 class InvalidRange(StorageError):

@@ -1,17 +1,26 @@
-"""Multipart rules shared by every backend: completion checks and the multipart ETag."""
+"""Multipart rules shared by every backend: completion checks, the multipart ETag and the
+part layout recorded with a completed object."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 
-from backends.base import CompletedPart, PartInfo
+from backends.base import CompletedPart, ObjectInfo, ObjectMeta, PartInfo
 from backends.checksums import new_hasher
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PART_NUMBER = 10_000
+# Reserved user-metadata entry holding a multipart object's part sizes (GET ?partNumber=N),
+# as runs ``size*count,size*count``; the S3 layer never shows it and clients cannot set it.
+PART_LAYOUT = "squall-parts"
+# Longer layouts (many parts of different sizes) are not recorded: the entry travels as
+# user metadata, which an upstream S3 service limits to 2 KiB in all.
+MAX_LAYOUT_CHARS = 1024
 
 
 def check_completion(requested: Sequence[CompletedPart], stored: Sequence[PartInfo], *,
@@ -62,3 +71,41 @@ def composite_checksum(parts: Sequence[PartInfo]) -> tuple[str, str] | None:
         assert part.checksum is not None
         hasher.update(base64.b64decode(part.checksum[1]))
     return algorithm, f"{hasher.b64digest()}-{len(parts)}"
+
+
+def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo]) -> ObjectMeta:
+    """The metadata of an object completed from ``parts``: the upload's, with the composite
+    checksum and the part layout."""
+    runs = ",".join(f"{size}*{len(list(group))}"
+                    for size, group in itertools.groupby(p.size for p in parts))
+    user = {k: v for k, v in meta.user.items() if k != PART_LAYOUT}
+    if len(runs) <= MAX_LAYOUT_CHARS:
+        user[PART_LAYOUT] = runs
+    return replace(meta, checksum=composite_checksum(parts), user=user)
+
+
+def parts_count(etag: str) -> int | None:
+    """N of a multipart ETag ``<hex>-N``; None for a single-part object."""
+    _, dash, count = etag.rpartition("-")
+    return int(count) if dash and count.isdigit() and int(count) > 0 else None
+
+
+def part_sizes(info: ObjectInfo) -> list[int] | None:
+    """The recorded part sizes of a multipart object, None when unknown (or not matching
+    its ETag and size, e.g. after a streamed copy)."""
+    raw = info.meta.user.get(PART_LAYOUT)
+    count = parts_count(info.etag)
+    if raw is None or count is None:
+        return None
+    sizes: list[int] = []
+    try:
+        for run in raw.split(","):
+            size, _, times = run.partition("*")
+            if int(times) > MAX_PART_NUMBER:
+                return None
+            sizes += [int(size)] * int(times)
+    except ValueError:
+        return None
+    if len(sizes) != count or sum(sizes) != info.size or min(sizes) < 0:
+        return None
+    return sizes

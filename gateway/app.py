@@ -86,8 +86,10 @@ def build_app(components: Components) -> ASGIApp:
     def secret_for(key: str) -> str | None:
         return creds.secret_key if key == creds.access_key else None
 
-    endpoint = S3Endpoint(components.service, secret_for=secret_for,
-                          domain=components.settings.domain, metrics=components.metrics)
+    settings = components.settings
+    endpoint = S3Endpoint(components.service, secret_for=secret_for, domain=settings.domain,
+                          metrics=components.metrics, sigv2=settings.sigv2,
+                          region=settings.region)
 
     def denied(request: Request) -> JSONResponse | None:
         """The error response for a request not signed with our credentials, else None."""

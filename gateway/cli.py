@@ -25,6 +25,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                                      "(default posix:<data-dir>/objects)")
     p.add_argument("--domain", help="serve virtual-hosted-style requests for <bucket>.DOMAIN")
     p.add_argument("--region", help="region reported to clients (default us-east-1)")
+    p.add_argument("--no-sigv2", dest="sigv2", action="store_const", const=False,
+                   help="refuse AWS Signature Version 2 (header and presigned URLs)")
     p.add_argument("--durability", choices=["fsync", "none"],
                    help="fsync: acknowledge writes once on stable storage (default); "
                         "none: skip fsync (faster, loses recent writes on power loss)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from backends.base import ObjectInfo
@@ -27,14 +28,15 @@ class Conditions:
                                             self.if_modified_since, self.if_unmodified_since))
 
     def check_read(self, info: ObjectInfo) -> None:
-        """GET/HEAD: PreconditionFailed (412) or NotModified (304), S3 precedence."""
-        self._check(info, not_modified=NotModified)
+        """GET/HEAD: PreconditionFailed (412) or NotModified (304, carrying ``info``), S3
+        precedence."""
+        self._check(info, not_modified=lambda: NotModified(info))
 
     def check_copy_source(self, info: ObjectInfo) -> None:
         """x-amz-copy-source-if-*: every failure is 412."""
         self._check(info, not_modified=PreconditionFailed)
 
-    def _check(self, info: ObjectInfo, *, not_modified: type[Exception]) -> None:
+    def _check(self, info: ObjectInfo, *, not_modified: Callable[[], Exception]) -> None:
         modified = int(info.last_modified)
         match_ok = self.if_match is None or _etag_matches(self.if_match, info.etag)
         if not match_ok:

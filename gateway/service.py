@@ -28,16 +28,22 @@ from backends.base import (
 )
 from backends.errors import (
     BucketNotEmpty,
+    ConditionalRequestConflict,
     InvalidBucketName,
     InvalidKey,
+    InvalidRange,
     InvalidRequestForObject,
     NoSuchKey,
     NotImplementedByBackend,
     StorageError,
 )
 from backends.keys import check_key as backends_check_key
+from backends.multipart import PART_LAYOUT
+from gateway.bucket_config import BucketConfigs
 from gateway.conditions import Conditions
+from gateway.cors import CorsRule, rules_from_json, rules_to_json
 from gateway.listing import AFTER_ALL, ListPage, UploadPage, closing, list_page, upload_page
+from gateway.parts import part_range
 from gateway.versioning import VersionedObjects, VersioningStatus
 from gateway.versioning.listing import VersionPage, version_page
 from gateway.versioning.objects import DeleteOutcome
@@ -50,6 +56,7 @@ from gateway.versioning.records import (
 )
 
 NO_CONDITIONS = Conditions()
+_PART_READ_ATTEMPTS = 3
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
@@ -91,6 +98,16 @@ class DeleteResult:
     error: StorageError | None = None
 
 
+def _check_copy_range(byte_range: RangeRequest | None, size: int) -> None:
+    """``x-amz-copy-source-range`` must lie within the source (S3: InvalidRange), never
+    be cut short."""
+    if byte_range is None:
+        return
+    byte_range.resolve(size)
+    if byte_range.last is not None and byte_range.last >= size:
+        raise InvalidRange(size)
+
+
 @dataclass(frozen=True, slots=True)
 class CopySource:
     bucket: str
@@ -112,6 +129,19 @@ class ObjectService:
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._versions = VersionedObjects(backend)
+        self._configs = BucketConfigs(backend)
+        # Other gateway processes (cluster members, workers) cache bucket settings too.
+        listen = getattr(backend, "on_settings_changed", None)
+        if listen is not None:
+            listen(self._versions.forget)
+            listen(self._configs.forget)
+
+    async def _settings_changed(self, bucket: str) -> None:
+        """Tell the other gateway processes, if any, to drop their copy of ``bucket``'s
+        settings."""
+        announce = getattr(self._backend, "settings_changed", None)
+        if announce is not None:
+            await announce(bucket)
 
     @property
     def backend(self) -> Backend:
@@ -130,6 +160,7 @@ class ObjectService:
     async def create_bucket(self, bucket: str) -> BucketInfo:
         check_bucket_name(bucket)
         self._versions.forget(bucket)
+        self._configs.forget(bucket)
         return await self._backend.create_bucket(bucket)
 
     async def head_bucket(self, bucket: str) -> BucketInfo:
@@ -137,13 +168,51 @@ class ObjectService:
 
     async def delete_bucket(self, bucket: str) -> None:
         status = await self._versions.status(bucket)
-        await self._versions.before_bucket_delete(bucket)
+        configs = {}
+        if await self._versions.before_bucket_delete(bucket):
+            configs = await self._configs.take_all(bucket)
         try:
             await self._backend.delete_bucket(bucket)
-        except BucketNotEmpty:
-            if status is not VersioningStatus.UNVERSIONED:  # a write raced the delete
+        except BucketNotEmpty:  # a write raced the delete: the bucket keeps its settings
+            if status is not VersioningStatus.UNVERSIONED:
                 await self._versions.set_status(bucket, status)
+            await self._configs.restore(bucket, configs)
             raise
+        self._configs.forget(bucket)
+
+    async def put_bucket_cors(self, bucket: str, rules: Sequence[CorsRule]) -> None:
+        await self._backend.head_bucket(bucket)
+        await self._configs.put(bucket, "cors", rules_to_json(rules))
+        await self._settings_changed(bucket)
+
+    async def get_bucket_cors(self, bucket: str) -> list[CorsRule] | None:
+        """The bucket's CORS rules, None if it has no CORS configuration."""
+        await self._backend.head_bucket(bucket)
+        return await self.cors_rules(bucket)
+
+    async def cors_rules(self, bucket: str) -> list[CorsRule] | None:
+        """The CORS rules (cached briefly), without checking that the bucket exists."""
+        doc = await self._configs.get(bucket, "cors")
+        return None if doc is None else rules_from_json(doc)
+
+    async def delete_bucket_cors(self, bucket: str) -> None:
+        await self._configs.delete(bucket, "cors")
+        await self._settings_changed(bucket)
+
+    async def put_bucket_tagging(self, bucket: str, tags: dict[str, str]) -> None:
+        await self._backend.head_bucket(bucket)
+        await self._configs.put(bucket, "tagging", tags)
+        await self._settings_changed(bucket)
+
+    async def get_bucket_tagging(self, bucket: str) -> dict[str, str] | None:
+        """The bucket's tags, None if it has no tag set."""
+        await self._backend.head_bucket(bucket)
+        doc = await self._configs.get(bucket, "tagging")
+        return None if doc is None else {str(k): str(v) for k, v in doc.items()}
+
+    async def delete_bucket_tagging(self, bucket: str) -> None:
+        await self._configs.delete(bucket, "tagging")
+        await self._settings_changed(bucket)
 
     async def get_bucket_versioning(self, bucket: str) -> VersioningStatus:
         await self._backend.head_bucket(bucket)
@@ -151,6 +220,7 @@ class ObjectService:
 
     async def put_bucket_versioning(self, bucket: str, status: VersioningStatus) -> None:
         await self._versions.set_status(bucket, status)
+        await self._settings_changed(bucket)
 
     # -- objects -----------------------------------------------------------------------
 
@@ -194,9 +264,13 @@ class ObjectService:
 
     async def get_object(self, bucket: str, key: str, *, byte_range: RangeRequest | None,
                          conditions: Conditions = NO_CONDITIONS,
-                         version_id: str | None = None) -> ObjectStream:
-        """Open an object; conditions are checked on the very version opened."""
+                         version_id: str | None = None,
+                         part_number: int | None = None) -> ObjectStream:
+        """Open an object (or its part ``part_number``, see :mod:`gateway.parts`);
+        conditions are checked on the very version opened."""
         check_key(key)
+        if part_number is not None:
+            return await self._get_part(bucket, key, part_number, conditions, version_id)
         if conditions:
             # Preconditions are evaluated before the range (412/304 win over 416).
             conditions.check_read(await self._versions.head(bucket, key,
@@ -209,6 +283,20 @@ class ObjectService:
             await stream.aclose()
             raise
         return stream
+
+    async def _get_part(self, bucket: str, key: str, part_number: int,
+                        conditions: Conditions, version_id: str | None) -> ObjectStream:
+        for _ in range(_PART_READ_ATTEMPTS):
+            info = await self._versions.head(bucket, key, version_id=version_id)
+            conditions.check_read(info)
+            part = part_range(info, part_number)
+            wanted = None if part is None else RangeRequest(first=part.start, last=part.end)
+            stream = await self._versions.get(bucket, key, version_id=version_id,
+                                              byte_range=wanted)
+            if stream.info.etag == info.etag:
+                return stream
+            await stream.aclose()  # overwritten in between: the layout may differ
+        raise ConditionalRequestConflict("The object changed while its part was read.")
 
     async def head_object(self, bucket: str, key: str, *,
                           conditions: Conditions = NO_CONDITIONS,
@@ -254,6 +342,9 @@ class ObjectService:
                                   version)
         source.conditions.check_copy_source(src)
         new_meta = meta if meta is not None else src.meta
+        if meta is not None and PART_LAYOUT in src.meta.user:  # the copy keeps the ETag
+            new_meta = replace(meta, user={**meta.user,
+                                           PART_LAYOUT: src.meta.user[PART_LAYOUT]})
         new_meta = replace(new_meta, tags=dict(src.meta.tags) if tags is None else tags,
                            checksum=src.meta.checksum if meta is None else new_meta.checksum)
 
@@ -335,8 +426,7 @@ class ObjectService:
         source_version = None if version is None else version.version_id
         if isinstance(self._backend, PartCopyingBackend):
             raw = await self._backend.head_object(source.bucket, stored)
-            if source.byte_range is not None:
-                source.byte_range.resolve(raw.size)  # InvalidRange first, as a GET has it
+            _check_copy_range(source.byte_range, raw.size)  # InvalidRange first, as S3
             source.conditions.check_copy_source(self._versions.view(raw, version))
             part = await self._backend.upload_part_copy(
                 source.bucket, stored, bucket, key, upload_id, part_number,
@@ -344,6 +434,7 @@ class ObjectService:
             return part, source_version
         async with await self._backend.get_object(source.bucket, stored,
                                                   byte_range=source.byte_range) as stream:
+            _check_copy_range(source.byte_range, stream.info.size)
             source.conditions.check_copy_source(self._versions.view(stream.info, version))
             part = await multipart.upload_part(bucket, key, upload_id, part_number,
                                                aiter(stream))

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     region: str = "us-east-1"
     access_key: str | None = None
     secret_key: str | None = None
+    sigv2: bool = True  # accept Signature Version 2 (header and presigned URLs)
     durability: Literal["fsync", "none"] = "fsync"
     min_part_size: int = Field(default=5 * 1024 * 1024, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from backends.base import BucketInfo
@@ -56,14 +57,25 @@ class Buckets:
             data = await run_blocking(store.index.bucket, bucket)
             if data is None:
                 raise NoSuchBucket(bucket)
-            if await run_blocking(store.index.bucket_in_use, bucket):
+            if await run_blocking(store.index.bucket_has_objects, bucket):
                 raise BucketNotEmpty(bucket)
-            await store.shielded(self._delete(bucket, data["replicas"]))
+            # Uploads in progress are aborted with the bucket, as S3 does; new ones wait
+            # for the gate, and their parts' commits find the upload gone.
+            uploads = await run_blocking(store.index.uploads, bucket, "")
+            await store.shielded(self._delete(bucket, data["replicas"], uploads))
 
-    async def _delete(self, bucket: str, replicas: list[str]) -> None:
+    async def _delete(self, bucket: str, replicas: list[str],
+                      uploads: list[fmt.Upload]) -> None:
         store = self._store
         present = [p for p in replicas if p in store.pool.by_id]
         await store.on_replicas(present, lambda p: p.unlink(p.bucket_path(bucket)),
                                 "DeleteBucket")
-        await run_blocking(store.index.write, Batch().delete_bucket(bucket))
-        store.garbage.set()
+        batch = Batch().delete_bucket(bucket)
+        async with contextlib.AsyncExitStack() as held:
+            for upload in uploads:
+                await held.enter_async_context(store.upload_locks.hold(upload.upload_id))
+                numbers = [p.part_number
+                           for p in await run_blocking(store.index.parts, upload.upload_id)]
+                batch.delete_upload(upload, numbers)
+            await run_blocking(store.index.write, batch)
+        store.garbage.set()  # the collector removes the uploads' files and chunks

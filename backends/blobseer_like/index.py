@@ -218,11 +218,9 @@ class Index:
     def buckets(self) -> list[tuple[str, dict[str, Any]]]:
         return [(k.decode(), json.loads(v)) for k, v in self._scan(_BUCKET)]
 
-    def bucket_in_use(self, bucket: str) -> bool:
-        """Whether the bucket holds an object or a multipart upload."""
-        prefix = _k(bucket) + b"\0"
-        return any(True for _ in self._scan(_OBJECT + prefix)) or \
-            any(True for _ in self._scan(_UPLOAD_ORDER + prefix))
+    def bucket_has_objects(self, bucket: str) -> bool:
+        """Whether the bucket holds an object (multipart uploads are not counted)."""
+        return any(True for _ in self._scan(_OBJECT + _k(bucket) + b"\0"))
 
     # -- versions and records --------------------------------------------------------
 

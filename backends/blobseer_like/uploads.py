@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import replace
 
 from backends.base import (
     Body,
@@ -30,7 +29,7 @@ from backends.blobseer_like.provider import Provider
 from backends.blobseer_like.store import Store
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, InvalidDigest, NoSuchUpload, PreconditionFailed
-from backends.multipart import check_completion, composite_checksum, multipart_etag
+from backends.multipart import check_completion, completed_meta, multipart_etag
 from backends.posix.layout import check_bucket
 from backends.posix.oserrors import os_errors
 
@@ -207,7 +206,7 @@ class Uploads:
                 chunks = tuple(c for p in chosen for c in by_number[p.part_number].chunks)
                 size = sum(p.size for p in chosen)
                 etag = multipart_etag(chosen)
-                meta = replace(upload.meta, checksum=composite_checksum(chosen))
+                meta = completed_meta(upload.meta, chosen)
                 forget = Batch().delete_upload(upload, list(by_number))
 
                 def build(current: fmt.Version | None, seq: int, name: str,

@@ -99,14 +99,6 @@ def list_all(hidden: HiddenArea) -> list[BucketInfo]:
     return sorted(found, key=lambda b: b.name)
 
 
-def has_uploads(hidden: HiddenArea, bucket: str) -> bool:
-    try:
-        with os.scandir(hidden.uploads / bucket) as entries:
-            return any(not e.name.startswith(".") for e in entries)
-    except FileNotFoundError:
-        return False
-
-
 def _remove_empty_dirs(path: Path) -> bool:
     """Remove ``path`` if it holds nothing but directories; False if anything else is there.
 
@@ -136,10 +128,9 @@ def _remove_empty_dirs(path: Path) -> bool:
 
 
 def delete(hidden: HiddenArea, bucket: str, *, durable: bool) -> None:
-    """Remove an empty bucket (no objects, no foreign files, no multipart uploads)."""
+    """Remove a bucket without objects (nor foreign files); its multipart uploads in
+    progress are aborted with it, as S3 does."""
     head(hidden, bucket)
-    if has_uploads(hidden, bucket):
-        raise BucketNotEmpty(bucket)
     internal = hidden.internal / bucket
     if internal.is_dir() and not _remove_empty_dirs(internal):
         raise BucketNotEmpty(bucket)  # version records remain

@@ -9,6 +9,7 @@ from typing import Any
 from backends.blocking import run_blocking
 from backends.errors import BackendError
 from backends.posix.staging import settled
+from backends.regions import FileRegion
 
 
 class FileBody:
@@ -57,6 +58,15 @@ class FileBody:
         if self._left > 0:
             self._read_next()
         return data
+
+    async def take_regions(self) -> list[FileRegion] | None:
+        """The unread rest as one region of the open file (then read to its end)."""
+        if self._fd < 0 or self._inflight is not None:
+            return None
+        region = FileRegion(self._fd, self._pos, self._left, run_blocking)
+        self._pos += self._left
+        self._left = 0
+        return [region]
 
     async def aclose(self) -> None:
         if self._fd < 0:

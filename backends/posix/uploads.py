@@ -18,7 +18,6 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from backends.locks import NamedLocks
 from backends.multipart import (
     MAX_PART_NUMBER,
     check_completion,
-    composite_checksum,
+    completed_meta,
     multipart_etag,
 )
 from backends.posix import buckets
@@ -364,7 +363,7 @@ class UploadStore:
                     st = await staged.fill_from_files(sources)
                 return await commit_shielded(staged, self._finish(
                     bucket, upload_id, path, staged, st, multipart_etag(chosen),
-                    replace(upload.meta, checksum=composite_checksum(chosen)), if_match,
+                    completed_meta(upload.meta, chosen), if_match,
                     if_none_match))
             finally:
                 await staged.discard()

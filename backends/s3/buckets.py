@@ -10,6 +10,7 @@ from backends.errors import (
     BucketNotEmpty,
     NoSuchBucket,
     NoSuchKey,
+    NoSuchUpload,
     PreconditionFailed,
 )
 from backends.s3.errors import upstream
@@ -58,22 +59,38 @@ async def head_bucket(up: Upstream, bucket: str) -> BucketInfo:
 
 
 async def delete_bucket(up: Upstream, bucket: str) -> None:
+    """Delete a bucket without objects; its multipart uploads are aborted first, as S3
+    does (an upload started meanwhile makes the upstream refuse: BucketNotEmpty)."""
     client = await up.client()
     loc = up.locate(bucket)
     if up.naming.shared:
         await head_bucket(up, bucket)
-        with upstream(bucket):
-            listed = await client.list_objects_v2(Bucket=loc.bucket, Prefix=loc.prefix,
-                                                  MaxKeys=1)
-        if listed.get("KeyCount", len(listed.get("Contents", []))):
-            raise BucketNotEmpty(bucket)
     with upstream(bucket):
-        uploads = await client.list_multipart_uploads(Bucket=loc.bucket, Prefix=loc.prefix,
-                                                      MaxUploads=1)
-    if uploads.get("Uploads"):
+        listed = await client.list_objects_v2(Bucket=loc.bucket, Prefix=loc.prefix,
+                                              MaxKeys=1)
+    if listed.get("KeyCount", len(listed.get("Contents", []))):
         raise BucketNotEmpty(bucket)
+    await _abort_uploads(up, bucket)
     with upstream(bucket):
         if up.naming.shared:
             await client.delete_object(Bucket=loc.bucket, Key=up.naming.marker(bucket))
         else:
             await client.delete_bucket(Bucket=bucket)
+
+
+async def _abort_uploads(up: Upstream, bucket: str) -> None:
+    """Abort every upstream multipart upload of ``bucket`` (already gone ones are fine)."""
+    client = await up.client()
+    loc = up.locate(bucket)
+    paginator = client.get_paginator("list_multipart_uploads")
+    with upstream(bucket):
+        found = [(u["Key"], u["UploadId"])
+                 async for page in paginator.paginate(Bucket=loc.bucket, Prefix=loc.prefix)
+                 for u in page.get("Uploads", [])]
+    for key, upload_id in found:
+        try:
+            with upstream(bucket, loc.squall_key(key), upload_id):
+                await client.abort_multipart_upload(Bucket=loc.bucket, Key=key,
+                                                    UploadId=upload_id)
+        except NoSuchUpload:
+            pass

@@ -156,20 +156,29 @@ class Admission:
         (self._hit_seen if hit else self._miss_seen)[size < SMALL_OBJECT_BYTES] = now
 
     def keep_copy(self, size: int, now: float) -> bool:
-        """Whether a miss of ``size`` bytes is copied into the cache as it streams: not
-        when the backend serves reads as fast as the cache does (the copy would cost a
-        write and a hash for nothing). A miss goes uncopied every ``_BACKEND_PROBE_S``
-        to measure the backend."""
+        """Whether a miss of ``size`` bytes is copied into the cache as it streams: only
+        when the backend is measured to serve reads slower than the cache would (the
+        copy costs a write and a hash). The cache's read rate, until hits measure it, is
+        taken from its write rate (a read of the device is not slower). With nothing
+        measured, a miss measures the backend; a miss is copied every ``_CACHE_PROBE_S``
+        so that hits can measure the cache, and goes uncopied every ``_BACKEND_PROBE_S``
+        to keep the backend measured."""
         small = size < SMALL_OBJECT_BYTES
         if self.mode != "auto" or small:
             return True  # a small copy costs little (and small reads are not timed)
-        cache, backend = self.cache_reads.rate(size), self.backend_reads.rate(size)
-        if cache is None:
-            return True  # the copy lets hits measure the cache
-        if now - self._miss_seen[small] >= _BACKEND_PROBE_S:
-            self._miss_seen[small] = now
-            return False
-        return backend is None or backend < self.margin * cache
+        backend = self.backend_reads.rate(size)
+        cache = self.cache_reads.rate(size) or self.cache.rate(size)
+        if backend is None:
+            return False  # this read measures the backend
+        if cache is not None and backend < self.margin * cache:
+            if now - self._miss_seen[small] >= _BACKEND_PROBE_S:
+                self._miss_seen[small] = now
+                return False
+            return True
+        if self.cache_reads.rate(size) is None and now - self._hit_seen[small] >= _CACHE_PROBE_S:
+            self._hit_seen[small] = now
+            return True  # a probe: a later hit on this copy measures the cache
+        return False
 
     def read_cached(self, size: int, now: float) -> bool:
         """Whether a whole read of a clean cached object of ``size`` bytes is served

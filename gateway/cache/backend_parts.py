@@ -16,7 +16,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from backends.base import (
     CompletedPart,
@@ -39,11 +38,9 @@ from backends.multipart import multipart_etag
 from gateway.cache.entry import BackendPart, Part, Segment, Upload
 from gateway.cache.index import Batch
 from gateway.cache.readers import read_slices, slices
+from gateway.cache.services import KeyWrites
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.streams import ClosingBody
-
-if TYPE_CHECKING:
-    from gateway.cache.tier import CacheTier
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +82,11 @@ class BackendParts:
     """The backend side of the cache's uploads, over ``native`` (the tier's inner backend).
 
     Holds the backend part records in memory (loaded from the index on first use, see
-    :meth:`ready`) and which backend upload belongs to which cached upload.
+    :meth:`ready`) and which backend upload belongs to which cached upload. ``tier`` is
+    what writing past the cache needs of the tier.
     """
 
-    def __init__(self, tier: CacheTier, native: MultipartBackend, store: CacheStore) -> None:
+    def __init__(self, tier: KeyWrites, native: MultipartBackend, store: CacheStore) -> None:
         self._tier = tier
         self._native = native
         self._store = store
@@ -238,7 +236,7 @@ class BackendParts:
             if old is not None:
                 del cached[part.part_number]
         if old is not None:
-            await store.discard([old.segment])
+            await store.space.discard([old.segment])
         return part.info()
 
     async def send_body(self, upload: Upload, part_number: int, body: AsyncIterator[bytes],
@@ -334,7 +332,7 @@ class BackendParts:
             return
         store = self._store
         segments = [p.segment for p in parts]
-        store.pin(segments)
+        store.space.pin(segments)
         try:
             sent = await self._send_cached(upload, backend_upload_id, parts)
             batch = Batch().delete_parts(upload.upload_id, [p.part_number for p in parts])
@@ -346,9 +344,9 @@ class BackendParts:
             for part in sent:
                 cached.pop(part.part_number, None)
                 mine[part.part_number] = part
-            await store.discard(segments)  # deleted once unpinned below
+            await store.space.discard(segments)  # deleted once unpinned below
         finally:
-            await store.unpin(segments)
+            await store.space.unpin(segments)
 
     async def _send_cached(self, upload: Upload, backend_upload_id: str,
                            parts: list[Part]) -> list[BackendPart]:

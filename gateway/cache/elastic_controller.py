@@ -6,7 +6,7 @@ around), the attached volume's use and the bytes flushed prematurely, and steps 
 machine; a write that arrives while no volume takes writes asks :meth:`admit` first, which
 may attach one (the write waits for it) or resume a draining one. While no volume is
 attached, writes go straight to the backend (the tier's write-around path). A volume is
-detached only when nothing on it is needed (:meth:`CacheStore.volume_idle`); a crash while
+detached only when nothing on it is needed (:meth:`SpaceManager.volume_idle`); a crash while
 one is attached loses nothing: the provisioner lists it again at start, the index replays,
 and the controller drains and detaches it.
 """
@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,13 +35,12 @@ from gateway.cache.elastic import (
     MachineSettings,
     Observation,
 )
+from gateway.cache.policy import WritebackPolicy
 from gateway.cache.provisioner import Provisioner, ProvisionError, VolumeHandle
 from gateway.cache.settings import CacheSettings, ElasticSettings
+from gateway.cache.store import CacheStore
 from gateway.cache.throttle import TokenBucket
 from gateway.cache.volumes import Volume
-
-if TYPE_CHECKING:
-    from gateway.cache.tier import CacheTier
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +49,18 @@ _HISTORY_IN_STATUS = 8
 
 
 class ElasticController:
-    def __init__(self, tier: CacheTier, provisioner: Provisioner, settings: ElasticSettings,
-                 cache: CacheSettings, *, listeners: list[Callable[[], object]] | None = None,
+    """Attaches and detaches the volumes of ``store``'s space manager through
+    ``provisioner``, reading ingest from ``store`` and the backend rate and phase from
+    ``policy``; ``listeners`` are called just before and after each attach or detach."""
+
+    def __init__(self, store: CacheStore, policy: WritebackPolicy, provisioner: Provisioner,
+                 settings: ElasticSettings, cache: CacheSettings, *,
+                 listeners: list[Callable[[], object]] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
-        self._tier = tier
-        self._store = tier.store
+        self._store = store
+        self._space = store.space
+        self._policy = policy
         self._provisioner = provisioner
         self.settings = settings
         self._interval = cache.control_interval_s
@@ -116,7 +121,7 @@ class ElasticController:
         now, stats = self._clock(), self._store.stats
         self.ingest_rate = (stats.ingest_bytes_total - self._last_ingest) \
             / max(now - self._last_at, 1e-6)
-        if self.machine.state is ElasticState.BURST and not self._tier.policy.write_around:
+        if self.machine.state is ElasticState.BURST and not self._policy.write_around:
             self._diverted += stats.writearound_bytes_total - self._last_writearound
         self._last_at, self._last_ingest = now, stats.ingest_bytes_total
         self._last_writearound = stats.writearound_bytes_total
@@ -124,7 +129,7 @@ class ElasticController:
     @property
     def threshold(self) -> float:
         """UT x B_b in bytes/s (0 while B_b is unknown: any ingest is a burst)."""
-        return self._ut * (self._tier.policy.bandwidth or 0.0)
+        return self._ut * (self._policy.bandwidth or 0.0)
 
     def forced_bytes(self) -> int:
         """Bytes flushed prematurely or diverted past a full volume, so far."""
@@ -135,7 +140,7 @@ class ElasticController:
         return Observation(now=self._clock(), ingest_rate=self.ingest_rate,
                            threshold=self.threshold, demand_bytes=demand,
                            used_bytes=sum(v.used for v in vols), forced_bytes=self.forced_bytes(),
-                           detachable=all(self._store.volume_idle(v) for v in vols))
+                           detachable=all(self._space.volume_idle(v) for v in vols))
 
     # -- admission of one write --------------------------------------------------------------
     async def admit(self, size: int | None, *, require: bool = False) -> None:
@@ -146,12 +151,12 @@ class ElasticController:
         if machine.state is ElasticState.BURST:
             return
         if machine.state in (ElasticState.IDLE, ElasticState.DRAINING):
-            demand = _REQUIRED if require and not self._store.volumes else (size or 0)
+            demand = _REQUIRED if require and not self._space.volumes else (size or 0)
             self._perform(machine.step(self._observe(demand)))
         task = self._attach_task
         if machine.state is ElasticState.ATTACHING and task is not None:
             await asyncio.shield(task)
-        if require and not self._store.volumes:
+        if require and not self._space.volumes:
             raise SlowDown("no cache volume could be attached", retry_after=5)
 
     def set_next_size(self, size: int) -> None:
@@ -171,7 +176,7 @@ class ElasticController:
         elif decision.action is Action.REACTIVATE:
             log.info("elastic cache: burst resumed on %s", self._names())
             self._set_retiring(False)
-            self._tier.policy.resume()
+            self._policy.resume()
         elif decision.action is Action.DETACH:
             self._detach_task = asyncio.create_task(self._detach(), name="cache-elastic-detach")
 
@@ -205,7 +210,7 @@ class ElasticController:
             handle = await self._provisioner.attach(size, self.settings
                                                     .volume_bandwidth_bytes_per_s)
             try:
-                vol = await self._store.add_volume(handle.path, handle.size_bytes)
+                vol = await self._space.add_volume(handle.path, handle.size_bytes)
             except BaseException:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._provisioner.detach(handle))
@@ -228,7 +233,7 @@ class ElasticController:
         self._notify()
         try:
             for key, (handle, vol) in list(self._volumes.items()):
-                if not await self._store.remove_volume(vol):
+                if not await self._space.remove_volume(vol):
                     self.machine.detach_refused()
                     return
                 del self._volumes[key]

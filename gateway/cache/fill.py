@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from backends.base import ObjectInfo, ObjectStream
 from backends.blocking import run_cache_blocking
 from backends.errors import SlowDown, StorageError
 from gateway.cache.entry import Entry, EntryState, Segment
-from gateway.cache.store import Fill
-from gateway.cache.streams import ClosingBody
+from gateway.cache.services import ReadThroughHost
+from gateway.cache.store import CacheStore, Fill
+from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.volumes import DataFileWriter, charge, unlink
-
-if TYPE_CHECKING:
-    from gateway.cache.tier import CacheTier
 
 log = logging.getLogger(__name__)
 
 
-async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) -> ObjectStream:
+async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
+                       whole: bool) -> ObjectStream:
     """Wrap ``stream`` (from the backend) so that a complete read also caches the object.
 
     The copy is kept only for whole-object reads that fit without waiting (clean data
@@ -29,24 +27,26 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
     and its space.
     """
     store = tier.store
+    space = store.space
     info = stream.info
     bk = (info.bucket, info.key)
     stats = store.stats
 
-    async def counted() -> AsyncIterator[bytes]:
-        async for chunk in stream:
-            stats.backend_client_bytes_total += len(chunk)
-            yield chunk
+    def count(n: int) -> None:
+        stats.backend_client_bytes_total += n
 
-    if not whole or info.size > store.max_object or tier.write_around:
+    def counted() -> CountingBody:
+        return CountingBody(aiter(stream), count)
+
+    if not whole or info.size > space.max_object or tier.write_around:
         return ObjectStream(info, ClosingBody(counted(), lambda _d: stream.aclose()),
                             stream.byte_range)
-    vol = store.choose_volume()
-    claim = store.open_claim(vol)
+    vol = space.choose_volume()
+    claim = space.open_claim(vol)
     try:
-        await store.reserve(claim, charge(info.size), wait=False)
+        await space.reserve(claim, charge(info.size), wait=False)
     except SlowDown:
-        store.drop_claim(claim)
+        space.drop_claim(claim)
         return ObjectStream(info, ClosingBody(counted(), lambda _d: stream.aclose()),
                             stream.byte_range)
     fill = store.register_fill(bk)
@@ -75,23 +75,22 @@ async def read_through(tier: CacheTier, stream: ObjectStream, *, whole: bool) ->
             kept = False
             try:
                 if done and writer is not None and not state["broken"]:
-                    kept = await _keep(tier, writer, vol.id, info, fill)
+                    kept = await _keep(store, writer, vol.id, info, fill)
             except StorageError:
                 log.warning("read-through copy of %s/%s not kept", *bk, exc_info=True)
             finally:
                 if kept:
-                    store.settle(claim)
+                    space.settle(claim)
                 else:
                     if writer is not None:
                         await run_cache_blocking(writer.abort)
-                    store.drop_claim(claim)
+                    space.drop_claim(claim)
 
     return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
 
 
-async def _keep(tier: CacheTier, writer: DataFileWriter, vol_id: str, info: ObjectInfo,
+async def _keep(store: CacheStore, writer: DataFileWriter, vol_id: str, info: ObjectInfo,
                 fill: Fill) -> bool:
-    store = tier.store
     if writer.size != info.size or fill.stale:
         return False
     if "-" not in info.etag and writer.md5() != info.etag:
@@ -110,7 +109,7 @@ async def _keep(tier: CacheTier, writer: DataFileWriter, vol_id: str, info: Obje
         try:
             await store.commit(bk, entry, sync=False)
         except Exception:
-            await run_cache_blocking(unlink, store.volumes[vol_id], writer.name)
+            await run_cache_blocking(unlink, store.space.volumes[vol_id], writer.name)
             raise
         return True
     finally:

@@ -229,7 +229,7 @@ class Flusher:
         store = self._store
         # Data files stay until the flush read them; inline bytes are held by ``entry``.
         files = [s for s in entry.segments if s.inline is None]
-        store.pin(files)
+        store.space.pin(files)
         try:
             if "-" in entry.etag and isinstance(self._inner, MultipartBackend):
                 try:
@@ -240,7 +240,7 @@ class Flusher:
                              entry.bucket, entry.key, exc)
             await self._upload_single(entry)
         finally:
-            await store.unpin(files)
+            await store.space.unpin(files)
 
     async def _upload_single(self, entry: Entry) -> None:
         md5 = hashlib.md5()

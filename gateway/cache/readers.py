@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from backends.base import ByteRange, ObjectStream
 from backends.blocking import run_cache_blocking
+from backends.regions import FileRegion
 from gateway.cache.entry import Entry, Segment
 from gateway.cache.store import CacheStore
 from gateway.cache.streams import ClosingBody
@@ -47,7 +48,7 @@ async def read_slices(store: CacheStore, pieces: list[Slice],
             for chunk in _inline_chunks(seg.inline.data, offset, length, chunk_size):
                 yield chunk
             continue
-        vol = store.volumes[seg.volume]
+        vol = store.space.volumes[seg.volume]
         if length <= chunk_size:
             yield await run_cache_blocking(read_range, vol, seg.file, offset, length)
             continue
@@ -72,6 +73,60 @@ async def read_slices(store: CacheStore, pieces: list[Slice],
                 if not ahead.cancelled():
                     ahead.exception()  # retrieved: nobody wants this piece any more
             await run_cache_blocking(reader.close)
+
+
+class FilesBody:
+    """The bytes of ``pieces`` that all lie in data files: read in chunks, or given to
+    the server whole as regions of the open files (:meth:`take_regions`)."""
+
+    __slots__ = ("_chunk_size", "_chunks", "_pieces", "_readers", "_store")
+
+    def __init__(self, store: CacheStore, pieces: list[Slice], chunk_size: int) -> None:
+        self._store = store
+        self._pieces = pieces
+        self._chunk_size = chunk_size
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._readers: list[DataFileReader] = []
+
+    def __aiter__(self) -> FilesBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._chunks is None:
+            self._chunks = read_slices(self._store, self._pieces, self._chunk_size)
+        return await self._chunks.__anext__()
+
+    async def take_regions(self) -> list[FileRegion] | None:
+        if self._chunks is not None:
+            return None  # reading has begun
+        self._chunks = MemoryBody([])  # from now on, read to its end
+        self._readers = await run_cache_blocking(self._open_all)
+        return [reader.region(offset, length)
+                for reader, (_seg, offset, length) in zip(self._readers, self._pieces)]
+
+    def _open_all(self) -> list[DataFileReader]:
+        readers: list[DataFileReader] = []
+        try:
+            for seg, _offset, _length in self._pieces:
+                readers.append(DataFileReader(self._store.space.volumes[seg.volume], seg.file))
+        except BaseException:
+            _close_all(readers)
+            raise
+        return readers
+
+    async def aclose(self) -> None:
+        chunks, self._chunks = self._chunks, MemoryBody([])
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        readers, self._readers = self._readers, []
+        if readers:
+            await run_cache_blocking(_close_all, readers)
+
+
+def _close_all(readers: list[DataFileReader]) -> None:
+    for reader in readers:
+        reader.close()
 
 
 class MemoryBody:
@@ -106,12 +161,13 @@ def open_pinned(store: CacheStore, segments: Sequence[Segment],
         return MemoryBody([chunk for seg, offset, length in pieces
                            for chunk in _inline_chunks(seg.inline.data if seg.inline else b"",
                                                        offset, length, chunk_size)])
-    store.pin(files)
+    store.space.pin(files)
 
     async def unpin(_done: bool) -> None:
-        await store.unpin(files)
+        await store.space.unpin(files)
 
-    return ClosingBody(read_slices(store, pieces, chunk_size), unpin)
+    return ClosingBody(FilesBody(store, pieces, chunk_size) if len(files) == len(segments)
+                       else read_slices(store, pieces, chunk_size), unpin)
 
 
 def entry_stream(store: CacheStore, entry: Entry, byte_range: ByteRange | None) -> ObjectStream:

@@ -102,6 +102,22 @@ class Records:
         """Whether an unflushed object (not a pending delete) of ``bucket`` exists."""
         return self._live_dirty.get(bucket, 0) > 0
 
+    def dirty_in(self, bucket: str, prefix: str = "", after: str = "") -> list[Entry]:
+        """The unflushed records of ``bucket`` whose keys start with ``prefix`` and sort
+        after ``after``, in key order. Read off the sorted keys of that range, or, when
+        fewer records are unflushed than the range holds, sorted from those: O(log n +
+        min(range, d log d)), never a sort of the whole bucket."""
+        per, dirty = self._maps.get(bucket), self._dirty.get(bucket)
+        if per is None or not dirty:
+            return []
+        start = per.bisect_right(after) if after >= prefix else per.bisect_left(prefix)
+        end = _prefix_end(prefix)
+        stop = per.bisect_left(end) if end is not None else len(per)
+        if len(dirty) < stop - start:
+            return sorted((e for e in dirty.values()
+                           if e.key > after and e.key.startswith(prefix)), key=_by_key)
+        return [e for e in per.values()[start:stop] if e.dirty]
+
     def oldest_dirty_since(self) -> float | None:
         return self._oldest[0][0] if self._oldest else None
 
@@ -249,6 +265,14 @@ def _same_dirt(old: Entry, new: Entry) -> bool:
     """The same unflushed version (only DIRTY <-> FLUSHING differ)."""
     return (old.seq == new.seq and old.size == new.size and old.deleted == new.deleted
             and old.dirty_since == new.dirty_since)
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (None: none)."""
+    for i in range(len(prefix) - 1, -1, -1):
+        if ord(prefix[i]) < 0x10FFFF:
+            return prefix[:i] + chr(ord(prefix[i]) + 1)
+    return None
 
 
 def _decrement(counter: Counter[str], bucket: str, amount: int) -> None:

@@ -17,7 +17,8 @@ from backends.errors import BadDigest, SlowDown
 from gateway.cache.device import device_full, out_of_space
 from gateway.cache.entry import Segment
 from gateway.cache.inline import InlinePayload, inline_room
-from gateway.cache.store import CacheStore, Claim
+from gateway.cache.space import Claim
+from gateway.cache.store import CacheStore
 from gateway.cache.volumes import DataFileWriter, Volume, charge
 
 #: an inline body up to this size is hashed on the event loop (MD5 of 64 KiB: ~80 us,
@@ -63,19 +64,19 @@ class Spooled:
         self.discarded = True
         writer = self.writer
         if writer is None:  # inline, or nothing written: no file, no thread
-            store.drop_claim(self.claim)
+            store.space.drop_claim(self.claim)
             return
 
         async def run() -> None:
             try:
                 await run_cache_blocking(writer.abort)
             finally:
-                store.drop_claim(self.claim)
+                store.space.drop_claim(self.claim)
         await asyncio.shield(run())
 
     def settle(self, store: CacheStore) -> None:
         """The file was committed to the index: its space now belongs to it."""
-        store.settle(self.claim)
+        store.space.settle(self.claim)
 
 
 async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
@@ -96,14 +97,15 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
     evicting clean data) is diverted the same way instead of waiting: CacheFull if that
     happens before any byte was read, an overflow after.
     """
-    vol = store.choose_volume()
+    space = store.space
+    vol = space.choose_volume()
     chunk_size = store.settings.chunk_size
     inline_max = store.settings.inline_max_bytes
-    claim = store.open_claim(vol)
+    claim = space.open_claim(vol)
     try:
-        await store.reserve(claim, charge(0), wait=wait, retry_after=retry_after)
+        await space.reserve(claim, charge(0), wait=wait, retry_after=retry_after)
     except BaseException as exc:
-        store.drop_claim(claim)
+        space.drop_claim(claim)
         if isinstance(exc, SlowDown):
             if divert_when_full and allow_overflow:
                 raise CacheFull() from exc
@@ -147,7 +149,7 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                 > vol.capacity
             if not overflow:
                 try:
-                    await store.reserve(claim, len(chunk), wait=wait, retry_after=retry_after)
+                    await space.reserve(claim, len(chunk), wait=wait, retry_after=retry_after)
                 except SlowDown:
                     # Chosen to yield space to older writers: divert rather than fail.
                     if not (allow_overflow and (claim.give_up or divert_when_full)):
@@ -168,7 +170,7 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                 data, buffer = bytes(buffer), bytearray()
                 await write(data)
         if out.writer is None and len(buffer) <= inline_max and inline_room(
-                store.index.inline, len(buffer), store.capacity):
+                store.index.inline, len(buffer), space.capacity):
             await _keep_inline(store, out, bytes(buffer), content_md5)
             return out
         if vol.limiter is not None and buffer:

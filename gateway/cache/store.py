@@ -1,11 +1,14 @@
-"""The cache's state: index records mirrored in memory, volumes, space, pins, key locks.
+"""The record index: the cache's index records mirrored in memory, index commits, dirty
+tracking, read-through fills and key locks. It owns the space manager (``space``:
+volumes, claims, eviction, pins; :mod:`gateway.cache.space`).
 
 Rules that keep memory, RocksDB and the volumes consistent:
 
 * Every index write that touches an object key happens while holding that key's lock
   (:attr:`CacheStore.keys`), after re-validating the in-memory record under it.
 * In-memory records change only inside ``with self._lock`` blocks that do no I/O (the
-  lock is a ``threading.Lock`` because metrics are scraped from another thread).
+  lock is a ``threading.Lock`` because metrics are scraped from another thread; the space
+  manager shares it).
 * A data file is unlinked only when no record references it and no reader pins it;
   until then its bytes stay charged to its volume. Files no record references are
   swept on start.
@@ -15,67 +18,26 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import logging
-import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from backends.blocking import run_cache_blocking
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.errors import ServiceUnavailable
+from gateway.cache.changes import Changes
 from gateway.cache.entry import Entry, EntryState, Part, Segment, Upload
 from gateway.cache.index import Batch, Index
 from gateway.cache.keylock import KeyLocks
 from gateway.cache.records import Records
 from gateway.cache.settings import CacheSettings
-from gateway.cache.volumes import Volume, charge, file_ok, open_volume, sweep, unlink
-
-log = logging.getLogger(__name__)
+from gateway.cache.space import SpaceManager
+from gateway.cache.stats import Stats
+from gateway.cache.volumes import Volume
 
 BK = tuple[str, str]
-FileId = tuple[str, str]  # (volume id, file name)
-
-
-async def wait_event(event: asyncio.Event, timeout: float | None) -> None:
-    """Wait for ``event`` at most ``timeout`` seconds. (``asyncio.timeout`` rather than
-    ``wait_for``, which on 3.11 can swallow a cancellation that races the event.)"""
-    try:
-        async with asyncio.timeout(timeout):
-            await event.wait()
-    except TimeoutError:
-        pass
-
-
-@dataclass
-class Stats:
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    flush_bytes_total: int = 0
-    flushes_total: int = 0
-    flush_errors_total: int = 0
-    ingest_bytes_total: int = 0  # bytes accepted from clients (cache or write-around)
-    backend_client_bytes_total: int = 0  # backend traffic caused by clients, not flushes
-    writearound_bytes_total: int = 0
-    slowdowns_total: int = 0
-    forced_flush_bytes_total: int = 0  # flushed in phase 1 only to make room
-
-
-class Claim:
-    """Space reserved on one volume for one file being written, in the order of arrival."""
-
-    __slots__ = ("give_up", "order", "reserved", "vol", "waiting", "want")
-
-    def __init__(self, vol: Volume, order: int) -> None:
-        self.vol = vol
-        self.order = order
-        self.reserved = 0
-        self.want = 0  # the amount it waits for
-        self.waiting = False
-        self.give_up = False
 
 
 class Fill:
@@ -88,15 +50,15 @@ class Fill:
 
 
 class CacheStore:
+    """The records of the cache (see the module docstring) and its space manager."""
+
     def __init__(self, settings: CacheSettings, index_path: Path) -> None:
         self.settings = settings
         self.sync = settings.durability == "fsync"
         self.stats = Stats()
         self.keys = KeyLocks()
-        self.volumes: dict[str, Volume] = {}
         self.uploads: dict[str, Upload] = {}
         self.parts: dict[str, dict[int, Part]] = {}
-        self.space_waiters = 0
         self.drain_requests = 0
         self.urgent: set[BK] = set()
         #: backend multipart uploads opened by the flusher: upload id -> (bucket, key)
@@ -112,25 +74,22 @@ class CacheStore:
         self._records = Records()
         self._lru: OrderedDict[BK, None] = OrderedDict()
         self._heap: list[tuple[int, str, str]] = []
-        self._pins: Counter[FileId] = Counter()
-        self._doomed: dict[FileId, int] = {}
         self._fills: dict[BK, set[Fill]] = {}
         self._seq = 0
-        self._claims = 0
-        self._event = asyncio.Event()
+        self._changes = Changes()
+        #: the volumes and the bytes on them
+        self.space = SpaceManager(settings, self, lock=self._lock, changes=self._changes,
+                                  stats=self.stats)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def open(self, extra_volumes: Iterable[tuple[Path, int]] = ()) -> list[Volume]:
         """Open volumes (the configured ones, then ``extra_volumes`` (path, capacity):
         elastic volumes found attached) and the index, drop records whose files are
         gone, sweep orphans. Returns the extra volumes, opened."""
-        extra: list[Volume] = []
-        for path, capacity in [*((v.path, v.capacity_bytes) for v in self.settings.volumes),
-                               *extra_volumes]:
-            vol = await run_cache_blocking(open_volume, path, capacity)
-            self.volumes[vol.id] = vol
-            extra.append(vol)
-        extra = extra[len(self.settings.volumes):]
+        space = self.space
+        opened = await space.open_volumes(
+            [*((v.path, v.capacity_bytes) for v in self.settings.volumes), *extra_volumes])
+        extra = opened[len(self.settings.volumes):]
         self._index = await run_cache_blocking(Index, self._index_path)
         contents = await run_cache_blocking(self._index.load)
         self._seq = contents.seq
@@ -138,17 +97,17 @@ class CacheStore:
         drop = Batch()
         # Inline segments have no file to check: their bytes came with the record. One
         # charged to a volume that is gone is charged to the roomiest volume instead.
-        home = max(self.volumes.values(), key=lambda v: v.free, default=None)
+        home = max(space.volumes.values(), key=lambda v: v.free, default=None)
 
         def rehomed(seg: Segment) -> Segment | None:
-            if seg.inline is None or seg.volume in self.volumes:
+            if seg.inline is None or seg.volume in space.volumes:
                 return seg
             return replace(seg, volume=home.id) if home is not None else None
 
         for entry in contents.entries:
             moved = [rehomed(s) for s in entry.segments]
             segments = tuple(s for s in moved if s is not None)
-            if len(segments) < len(moved) or not await self._files_present(
+            if len(segments) < len(moved) or not await space.files_present(
                     s for s in segments if s.inline is None):
                 if entry.dirty:
                     raise ServiceUnavailable(
@@ -167,7 +126,7 @@ class CacheStore:
             present: list[Part] = []
             for part in parts:
                 seg = rehomed(part.segment)
-                if seg is None or (seg.inline is None and not await self._files_present(
+                if seg is None or (seg.inline is None and not await space.files_present(
                         (seg,))):
                     continue
                 if seg != part.segment:
@@ -180,82 +139,8 @@ class CacheStore:
             drop.delete_upload(upload_id, [p.part_number for p in parts])
         if drop.deletes or drop.puts:
             await self._index.commit(drop, sync=self.sync)
-        referenced: dict[str, set[str]] = {v: set() for v in self.volumes}
-        for seg in self._all_segments():
-            referenced[seg.volume].add(seg.file)
-            self.volumes[seg.volume].used += charge(seg.size)
-        for vol in self.volumes.values():
-            removed = await run_cache_blocking(sweep, vol, referenced[vol.id])
-            if removed:
-                log.info("cache volume %s: removed %d orphaned files", vol.path, removed)
+        await space.adopt(self._all_segments())
         return extra
-
-    # -- volumes attached and detached at run time (elastic capacity) -----------------
-    async def add_volume(self, path: Path, capacity: int) -> Volume:
-        """Open a new, empty volume and start using it."""
-        vol = await run_cache_blocking(open_volume, path, capacity)
-        self.volumes[vol.id] = vol
-        self.changed()
-        return vol
-
-    def volume_idle(self, vol: Volume) -> bool:
-        """True when nothing on ``vol`` is needed any more: no unflushed record or
-        multipart part has data there, no write is in progress there and no reader or
-        flush holds one of its files."""
-        with self._lock:
-            if vol.claims or vol.inflight or any(f[0] == vol.id for f in self._pins):
-                return False
-            for entry in self._records.dirty():
-                if any(s.volume == vol.id for s in entry.segments):
-                    return False
-            return not any(p.segment.volume == vol.id for parts in self.parts.values()
-                           for p in parts.values())
-
-    async def remove_volume(self, vol: Volume) -> bool:
-        """Forget ``vol`` once :meth:`volume_idle`: its clean records are dropped (the
-        backend has them) with one synced index write. False (nothing changed) if it is
-        not idle or a record on it is locked right now. The files stay for the caller."""
-        if not self.volume_idle(vol):
-            return False
-        victims: list[Entry] = []
-        with self._lock:
-            victims.extend(e for e in self._records.values()
-                           if any(s.volume == vol.id for s in e.segments))
-        locked: list[Entry] = []
-        try:
-            for entry in victims:
-                if not self.keys.try_acquire(entry.bk):
-                    return False
-                locked.append(entry)
-            if not self.volume_idle(vol) or any(self.get(*e.bk) is not e for e in victims):
-                return False
-            batch = Batch()
-            for entry in victims:
-                batch.delete_entry(entry.bucket, entry.key)
-            await asyncio.shield(self.index.commit(batch.set_seq(self._seq),
-                                              sync=self.sync))
-            with self._lock:
-                for entry in victims:  # clean: dropping them is always safe
-                    self._replace(entry.bk, None)
-            for entry in victims:
-                self.invalidate_fills(entry.bk)
-            # A write may have started on the volume during the index write (when no
-            # other volume takes writes): then it stays. No await from here to the end.
-            if not self.volume_idle(vol):
-                return False
-            del self.volumes[vol.id]
-        finally:
-            for entry in locked:
-                self.keys.release(entry.bk)
-        self.changed()
-        return True
-
-    async def _files_present(self, segments: Iterable[Segment]) -> bool:
-        for seg in segments:
-            vol = self.volumes.get(seg.volume)
-            if vol is None or not await run_cache_blocking(file_ok, vol, seg.file, seg.size):
-                return False
-        return True
 
     def _all_segments(self) -> Iterable[Segment]:
         for entry in self._records.values():
@@ -283,16 +168,16 @@ class CacheStore:
     @property
     def event(self) -> asyncio.Event:
         """An event set at the next state change (take it, re-check, then wait)."""
-        return self._event
+        return self._changes.event
 
     def changed(self) -> None:
-        event, self._event = self._event, asyncio.Event()
-        event.set()
+        """Wake everything waiting for a change (writers, the flusher, drains)."""
+        self._changes.changed()
 
     async def wait_change(self, timeout: float | None,
                           event: asyncio.Event | None = None) -> None:
         """Wait for the next change (or ``event``, taken earlier) at most ``timeout`` s."""
-        await wait_event(event or self._event, timeout)
+        await self._changes.wait(timeout, event)
 
     # -- records -----------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -372,12 +257,7 @@ class CacheStore:
         self.invalidate_fills(bk)
         if old is not None:
             keep = set(new.segments) if new is not None else set()
-            gone = [s for s in old.segments if s not in keep]
-            with self._lock:  # an inline segment has no file: only its space goes back
-                for seg in gone:
-                    if seg.inline is not None and seg.volume in self.volumes:
-                        self.volumes[seg.volume].used -= charge(seg.size)
-            await self.discard([s for s in gone if s.inline is None])
+            await self.space.release([s for s in old.segments if s not in keep])
         self.changed()
         return old
 
@@ -453,198 +333,45 @@ class CacheStore:
         for fill in self._fills.get(bk, ()):
             fill.stale = True
 
-    # -- files and pins ----------------------------------------------------------------
-    def pin(self, segments: Iterable[Segment]) -> None:
-        with self._lock:
-            for seg in segments:
-                self._pins[(seg.volume, seg.file)] += 1
-
-    async def unpin(self, segments: Iterable[Segment]) -> None:
-        free: list[Segment] = []
-        with self._lock:
-            for seg in segments:
-                fid = (seg.volume, seg.file)
-                self._pins[fid] -= 1
-                if self._pins[fid] <= 0:
-                    del self._pins[fid]
-                    if fid in self._doomed:
-                        del self._doomed[fid]
-                        free.append(seg)
-        await self._unlink(free)
-
-    async def discard(self, segments: Iterable[Segment]) -> None:
-        """Delete files no record references any more (deferred while pinned)."""
-        free: list[Segment] = []
-        with self._lock:
-            for seg in segments:
-                fid = (seg.volume, seg.file)
-                if self._pins.get(fid):
-                    self._doomed[fid] = seg.size
-                else:
-                    free.append(seg)
-        await self._unlink(free)
-
-    async def _unlink(self, segments: list[Segment]) -> None:
-        if not segments:
-            return
-
-        def remove() -> None:
-            for seg in segments:
-                unlink(self.volumes[seg.volume], seg.file)
-
-        try:
-            await asyncio.shield(run_cache_blocking(remove))
-        finally:
-            with self._lock:
-                for seg in segments:
-                    self.volumes[seg.volume].used -= charge(seg.size)
-            self.changed()
-
-    # -- space -------------------------------------------------------------------------
-    @property
-    def capacity(self) -> int:
-        return sum(v.capacity for v in self.volumes.values())
-
-    @property
-    def used(self) -> int:
-        return sum(v.used for v in self.volumes.values())
-
-    @property
-    def max_object(self) -> int:
-        """Largest payload a single data file can hold."""
-        return max((v.capacity - charge(0) for v in self.volumes.values()), default=0)
-
-    @property
-    def active_volumes(self) -> list[Volume]:
-        """Volumes new files may be written to (not draining before a detach)."""
-        return [v for v in self.volumes.values() if not v.retiring]
-
-    def choose_volume(self) -> Volume:
-        """The active volume with the most free space (a retiring one if no other)."""
-        candidates = self.active_volumes or list(self.volumes.values())
-        if not candidates:
-            raise ServiceUnavailable("no cache volume is attached")
-        return max(candidates, key=lambda v: v.free)
-
-    def open_claim(self, vol: Volume) -> Claim:
-        """Start reserving space on ``vol`` for one file being written."""
-        self._claims += 1
-        claim = Claim(vol, self._claims)
-        vol.claims.add(claim)
-        return claim
-
-    def _try_reserve(self, claim: Claim, amount: int) -> bool:
-        vol = claim.vol
-        with self._lock:
-            if vol.used + amount <= vol.capacity:
-                vol.used += amount
-                vol.inflight += amount
-                claim.reserved += amount
+    # -- what the space manager sees of the records (space.Occupants) ------------------
+    def unflushed_on(self, vol_id: str) -> bool:
+        """Whether an unflushed record or a multipart part has data on ``vol_id``."""
+        for entry in self._records.dirty():
+            if any(s.volume == vol_id for s in entry.segments):
                 return True
-            return False
+        return any(p.segment.volume == vol_id for parts in self.parts.values()
+                   for p in parts.values())
 
-    def settle(self, claim: Claim) -> None:
-        """The claimed bytes now belong to a committed file (freed when it is deleted)."""
-        with self._lock:
-            claim.vol.inflight -= claim.reserved
-            claim.reserved = 0
-            claim.vol.claims.discard(claim)
+    def evictable(self) -> Iterator[Entry]:
+        """The clean records, least recently used first (caller holds the lock)."""
+        for bk in self._lru:
+            entry = self._records.get(*bk)
+            assert entry is not None
+            yield entry
 
-    def drop_claim(self, claim: Claim) -> None:
-        """Give the claimed bytes back (the file was not committed)."""
-        with self._lock:
-            claim.vol.used -= claim.reserved
-            claim.vol.inflight -= claim.reserved
-            claim.reserved = 0
-            claim.vol.claims.discard(claim)
-        self.changed()
+    def records_on(self, vol_id: str) -> Iterator[Entry]:
+        """Every record with data on ``vol_id`` (caller holds the lock)."""
+        return (e for e in self._records.values() if any(s.volume == vol_id for s in e.segments))
 
-    def _break_deadlock(self, vol: Volume) -> None:
-        """If every writer on ``vol`` waits and no committed data there could ever be
-        flushed or evicted to make room, the youngest writers give up (SlowDown, or a
-        diversion to the backend) until the oldest one can go on."""
-        if vol.used - vol.inflight > 0 or not vol.claims:
-            return
-        if not all(c.waiting or c.give_up for c in vol.claims):
-            return
-        by_age = sorted(vol.claims, key=lambda c: c.order)
-        need = by_age[0].want - vol.free
-        for claim in reversed(by_age[1:]):
-            if need <= 0:
-                break
-            if not claim.give_up:
-                claim.give_up = True
-                need -= claim.reserved
+    def current(self, entry: Entry) -> bool:
+        return self.get(*entry.bk) is entry
 
-    async def reserve(self, claim: Claim, amount: int, *, wait: bool,
-                      retry_after: Callable[[], float] | None = None) -> None:
-        """Charge ``amount`` more bytes to ``claim``: evict clean data, then (``wait``)
-        wait up to the backpressure timeout for the flusher to make room, then SlowDown."""
-        vol = claim.vol
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.backpressure_timeout_s
-        while True:
-            if self._try_reserve(claim, amount):
-                return
-            if await self.evict(vol, amount):
-                continue
-            remaining = deadline - loop.time()
-            if not wait or remaining <= 0 or claim.give_up or claim.reserved + amount \
-                    > vol.capacity:
-                hint = retry_after() if retry_after else 1.0
-                raise SlowDown("the cache is full of data not yet written to the backend",
-                               retry_after=max(1, min(60, math.ceil(hint))))
-            self.space_waiters += 1
-            claim.waiting = True
-            claim.want = amount
-            try:
-                self._break_deadlock(vol)
-                self.changed()  # wake the flusher (room is needed) and given-up writers
-                event = self._event
-                if claim.give_up:
-                    continue
-                if self._try_reserve(claim, amount):
-                    return
-                await wait_event(event, remaining)
-            finally:
-                claim.waiting = False
-                self.space_waiters -= 1
+    def forget(self, entries: Iterable[Entry]) -> None:
+        """Take ``entries`` out of memory (caller holds the lock and their key locks)."""
+        for entry in entries:
+            self._replace(entry.bk, None)
 
-    async def evict(self, vol: Volume, amount: int) -> bool:
-        """Evict least recently used CLEAN records with files on ``vol`` until ``amount``
-        bytes would fit; False if nothing could be evicted."""
-        victims: list[Entry] = []
-        with self._lock:
-            need = amount - vol.free
-            for bk in self._lru:  # least recently used first; no copy of the whole LRU
-                if need <= 0:
-                    break
-                entry = self._records.get(*bk)
-                assert entry is not None
-                local = [s for s in entry.segments if s.volume == vol.id]
-                if not local:
-                    continue  # (files being read are freed when their readers close)
-                if not self.keys.try_acquire(bk):
-                    continue
-                victims.append(entry)
-                need -= sum(charge(s.size) for s in local)
-            for entry in victims:
-                self._replace(entry.bk, None)
-        if not victims:
-            return False
-        try:
-            batch = Batch()
-            for entry in victims:
-                batch.delete_entry(entry.bucket, entry.key)
-            await asyncio.shield(self._write(batch, False, (e.bk for e in victims)))
-            for entry in victims:
-                self.invalidate_fills(entry.bk)
-            await self.discard([s for e in victims for s in e.segments])
-            self.stats.evictions += len(victims)
-        finally:
-            for entry in victims:
-                self.keys.release(entry.bk)
-        return True
+    async def write_removal(self, entries: Sequence[Entry], *, durable: bool) -> None:
+        """Delete ``entries`` from the index (their key locks are held): synced per the
+        durability setting, or unsynced (``durable=False``: a barrier is due before a
+        write past the cache relies on it). Read-through copies of them become stale."""
+        batch = Batch()
+        for entry in entries:
+            batch.delete_entry(entry.bucket, entry.key)
+        await self._write(batch.set_seq(self._seq), self.sync and durable,
+                          (e.bk for e in entries))
+        for entry in entries:
+            self.invalidate_fills(entry.bk)
 
     def now(self) -> float:
         return time.time()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from backends.regions import FileRegion, take_regions
+
 
 class ClosingBody:
     """An ``AsyncIterator[bytes]`` over ``source`` that runs ``on_close`` exactly once.
@@ -43,6 +45,17 @@ class ClosingBody:
         except BaseException:
             await self.aclose()
             raise
+
+    async def take_regions(self) -> list[FileRegion] | None:
+        """The source's rest as file regions, if it has them: it then counts as read to
+        its end."""
+        if self._closed:
+            return None
+        regions = await take_regions(self._source)
+        if regions is not None:
+            self._exhausted = True
+            self.checksum = self._checksum
+        return regions
 
     async def aclose(self) -> None:
         if self._closed:
@@ -83,6 +96,12 @@ class CountingBody:
         chunk = await self._source.__anext__()
         self._count(len(chunk))
         return chunk
+
+    async def take_regions(self) -> list[FileRegion] | None:
+        regions = await take_regions(self._source)
+        if regions is not None:
+            self._count(sum(region.count for region in regions))
+        return regions
 
     @property
     def checksum(self) -> tuple[str, str] | None:

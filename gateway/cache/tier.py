@@ -36,6 +36,7 @@ from backends.errors import (
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     NoSuchKey,
+    NoSuchUpload,
     PreconditionFailed,
     ServiceUnavailable,
     SlowDown,
@@ -59,6 +60,7 @@ from gateway.cache.spool import CacheFull, Spooled, overflow_body, spool
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.uploads import CachedUploads
+from gateway.listing import closing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,14 +114,14 @@ class CacheTier:
     async def start(self) -> None:
         handles = await self._provisioner.list() if self._provisioner is not None else []
         recovered = await self._store.open([(h.path, h.size_bytes) for h in handles])
-        for vol in self._store.volumes.values():
+        for vol in self._store.space.volumes.values():
             clamp_to_device(vol)
         self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth)
         self._flusher = Flusher(self._store, self._inner, self._policy,
                                 admission=self.admission)
         if self._provisioner is not None and self._elastic_settings is not None:
-            self._elastic = ElasticController(self, self._provisioner, self._elastic_settings,
-                                              self._settings,
+            self._elastic = ElasticController(self._store, self._policy, self._provisioner,
+                                              self._elastic_settings, self._settings,
                                               listeners=self.volume_listeners)
             await self._elastic.start(list(zip(handles, recovered, strict=True)))
         if self._registry is not None:
@@ -156,19 +158,19 @@ class CacheTier:
     @property
     def write_around(self) -> bool:
         """New writes go straight to the backend: phase 2, or no volume takes writes."""
-        return self.policy.write_around or not self._store.active_volumes
+        return self.policy.write_around or not self._store.space.active_volumes
 
     def bypass_cache(self, size: int | None) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
         the backend (docs/cache.md, "Admission")."""
-        if self.write_around or (size is not None and size > self._store.max_object):
+        if self.write_around or (size is not None and size > self._store.space.max_object):
             return True
         return self.admission.prefer_backend(size, self._store.now())
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach
         a volume first if the write is part of a burst (see ElasticController.admit)."""
-        if self._elastic is not None and (require or not self._store.active_volumes
+        if self._elastic is not None and (require or not self._store.space.active_volumes
                                           or self.policy.write_around):
             await self._elastic.admit(size, require=require)
 
@@ -179,7 +181,7 @@ class CacheTier:
         return [{"id": v.id, "path": str(v.path), "provider": "static",
                  "size_bytes": v.capacity, "used_bytes": v.used,
                  "bandwidth_bytes_per_s": None, "attached_since": self._started,
-                 "state": "active"} for v in self._store.volumes.values()]
+                 "state": "active"} for v in self._store.space.volumes.values()]
 
     async def wait_flushed(self, bucket: str | None = None,
                            progress: Callable[[int, int], None] | None = None
@@ -197,8 +199,8 @@ class CacheTier:
         return {
             "dirty_bytes": store.dirty_bytes,
             "dirty_objects": store.dirty_count,
-            "cache_used_bytes": store.used,
-            "cache_capacity_bytes": store.capacity,
+            "cache_used_bytes": store.space.used,
+            "cache_capacity_bytes": store.space.capacity,
             "oldest_dirty_age_s": max(0.0, store.now() - oldest) if oldest else 0.0,
             "flush_phase": policy.phase.value if policy else "idle",
             "flush_bytes_total": stats.flush_bytes_total,
@@ -216,7 +218,7 @@ class CacheTier:
             "uploads": len(store.uploads),
             "cache_mode": "elastic" if self._elastic_settings is not None else "static",
             "cache_volumes": self.volume_status(),
-            "cache_volumes_attached": len(store.volumes),
+            "cache_volumes_attached": len(store.space.volumes),
             "forced_flush_bytes_total": stats.forced_flush_bytes_total,
             "admission": self.admission.status(),
             **self._quarantine_status(),
@@ -342,9 +344,18 @@ class CacheTier:
     async def delete_bucket(self, bucket: str) -> None:
         await self.check_bucket(bucket)
         store = self._store
-        if store.records.has_live_dirty(bucket) or any(
-                u.bucket == bucket for u in store.uploads.values()):
+        if store.records.has_live_dirty(bucket):
             raise BucketNotEmpty(bucket)
+        mine = [u for u in list(store.uploads.values()) if u.bucket == bucket]
+        if mine:
+            # Uploads in progress go with a bucket that has no objects, as on S3; the
+            # backend aborts its own in its delete_bucket.
+            async with closing(self.iter_objects(bucket)) as listing:
+                async for _ in listing:
+                    raise BucketNotEmpty(bucket)
+            for upload in mine:
+                with contextlib.suppress(NoSuchUpload):
+                    await self._uploads.abort(bucket, upload.key, upload.upload_id)
         await self.wait_flushed(bucket)  # pending deletes must reach the backend first
         await self._inner.delete_bucket(bucket)
         self._buckets.discard(bucket)
@@ -372,7 +383,7 @@ class CacheTier:
         started = asyncio.get_running_loop().time()
         past = self.bypass_cache(declared)
         self.admission.count(past)
-        if past and (current is None or not current.dirty or not store.volumes):
+        if past and (current is None or not current.dirty or not store.space.volumes):
             return await self._put_direct(bk, body, meta, content_md5, if_match,
                                           if_none_match, measure=True)
         spooled = await self.spool_admitted(body, content_md5)

@@ -18,7 +18,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from backends.base import (
     Backend,
@@ -35,18 +34,16 @@ from backends.errors import InvalidPart, NoSuchUpload, PreconditionFailed
 from backends.multipart import (
     MAX_PART_NUMBER,
     check_completion,
-    composite_checksum,
+    completed_meta,
     multipart_etag,
 )
 from gateway.cache.backend_parts import BackendParts
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch
 from gateway.cache.listing import merge_sorted
+from gateway.cache.services import UploadWrites
 from gateway.cache.spool import Spooled, overflow_body, spool
 from gateway.cache.store import CacheStore
-
-if TYPE_CHECKING:
-    from gateway.cache.tier import CacheTier
 
 
 def _check_part_number(part_number: int) -> None:
@@ -70,7 +67,9 @@ class _SizedBody:
 
 
 class CachedUploads:
-    def __init__(self, tier: CacheTier, inner: Backend, store: CacheStore,
+    """The multipart operations of the tier (``tier``) over ``inner``, held in ``store``."""
+
+    def __init__(self, tier: UploadWrites, inner: Backend, store: CacheStore,
                  min_part_size: int) -> None:
         self._tier = tier
         self._inner = inner
@@ -125,7 +124,7 @@ class CachedUploads:
         _check_part_number(part_number)
         tier, store, remote = self._tier, self._store, self._backend
         if remote is None:  # the cache is the only place a part can go
-            if not store.volumes:  # the elastic volume was detached since the upload began
+            if not store.space.volumes:  # the elastic volume was detached since it began
                 await tier.admit(None, require=True)
             spooled = await spool(store, body, content_md5=content_md5,
                                   on_bytes=tier.count_ingest, retry_after=tier.retry_after)
@@ -133,7 +132,7 @@ class CachedUploads:
         await remote.ready()
         declared = getattr(body, "declared_length", None)
         await tier.admit(declared)
-        past = tier.bypass_cache(declared) or not store.volumes
+        past = tier.bypass_cache(declared) or not store.space.volumes
         tier.admission.count(past)
         if past:
             return await remote.send_body(upload, part_number, body, content_md5,
@@ -181,7 +180,7 @@ class CachedUploads:
                 await spooled.discard(store)
                 raise
             if old is not None:
-                await store.discard([old.segment])
+                await store.space.discard([old.segment])
             if started is not None:
                 tier.admission.observe_cache(
                     part.size, asyncio.get_running_loop().time() - started, store.now())
@@ -209,7 +208,7 @@ class CachedUploads:
                 size = source.size if source is not None else \
                     (await self._inner.head_object(src_bucket, src_key)).size
                 length = byte_range.resolve(size).length if byte_range is not None else size
-                if tier.bypass_cache(length) or not store.volumes:
+                if tier.bypass_cache(length) or not store.space.volumes:
                     await self._backend.ready()
                     return await self._backend.copy_part(upload, part_number, copier,
                                                          src_bucket, src_key, byte_range,
@@ -290,7 +289,7 @@ class CachedUploads:
                     await store.index.commit(self._removal(current),
                                        sync=store.sync)
                     leftover = self._forget(current)
-                    await store.discard([p.segment for p in leftover.values()])
+                    await store.space.discard([p.segment for p in leftover.values()])
                     return info
                 return await self._complete_cached(current, chosen, if_match, if_none_match)
         return await tier.shielded(run())
@@ -310,7 +309,7 @@ class CachedUploads:
             entry = Entry(bucket=upload.bucket, key=upload.key, state=EntryState.DIRTY,
                           seq=store.next_seq(), size=sum(s.size for s in segments),
                           etag=multipart_etag(chosen),
-                          meta=replace(upload.meta, checksum=composite_checksum(chosen)),
+                          meta=completed_meta(upload.meta, chosen),
                           segments=segments, last_modified=now, dirty_since=now)
             batch = self._removal(upload)
             if orphan is not None:
@@ -319,7 +318,7 @@ class CachedUploads:
             if orphan is not None:
                 store.flush_uploads[orphan] = bk
             leftover = self._forget(upload)
-            await store.discard([p.segment for p in leftover.values()
+            await store.space.discard([p.segment for p in leftover.values()
                                  if p.segment not in segments])
         if orphan is not None and self._backend is not None:
             await self._backend.abort_orphan(bk, orphan)
@@ -349,7 +348,7 @@ class CachedUploads:
                 if orphan is not None:
                     store.flush_uploads[orphan] = bk
                 parts = self._forget(current)
-                await store.discard([p.segment for p in parts.values()])
+                await store.space.discard([p.segment for p in parts.values()])
             if orphan is not None and self._backend is not None:
                 await self._backend.abort_orphan(bk, orphan)
         await self._tier.shielded(run())

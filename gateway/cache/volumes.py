@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from backends.blocking import run_cache_blocking
 from backends.errors import BadDigest, ServiceUnavailable, SlowDown
+from backends.regions import FileRegion
 
 MAGIC = b"SQCACHE\0"
 FILE_VERSION = 1
@@ -207,6 +209,11 @@ class DataFileReader:
         if len(data) != length:
             raise ServiceUnavailable("cache file shorter than its index entry")
         return data
+
+    def region(self, offset: int, length: int) -> FileRegion:
+        """``length`` payload bytes at ``offset`` as a region of the open file (sent by
+        the server in the cache device's thread pool)."""
+        return FileRegion(self._fd, HEADER_SIZE + offset, length, run_cache_blocking)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

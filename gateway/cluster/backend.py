@@ -32,13 +32,14 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.errors import NotImplementedByBackend, PreconditionFailed
+from backends.errors import BucketNotEmpty, NotImplementedByBackend, PreconditionFailed
+from gateway.cache.cluster_view import ClusterView
 from gateway.cache.listing import merge_sorted
 from gateway.cache.tier import CacheTier
 from gateway.cluster.errors import MemberUnavailable
-from gateway.cluster.peer_api import hurry_deletions
 from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
 from gateway.cluster.ring import Ring, routing_key
+from gateway.listing import closing
 from gateway.versioning.records import CONFIG_PREFIX
 
 log = logging.getLogger("squall.cluster")
@@ -57,11 +58,14 @@ async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
 class ClusterBackend:
     """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers."""
 
-    def __init__(self, local: Backend, ring: Ring, peers: dict[int, PeerClient]) -> None:
+    def __init__(self, local: Backend, ring: Ring, peers: dict[int, PeerClient], *,
+                 cache: ClusterView | None = None) -> None:
         self._local = local
+        self._cache = cache
         self._ring = ring
         self._peers = peers
         self._known_buckets: set[str] = set()
+        self._settings_listeners: list[Callable[[str], None]] = []
         # Peers' unflushed records fetched by the listing running in a task, reused when
         # that listing restarts past a common prefix (see iter_objects).
         self._snapshots: weakref.WeakKeyDictionary[
@@ -78,9 +82,32 @@ class ClusterBackend:
             return None
         return self._peers[self._ring.owner(bucket, key)]
 
+    def on_settings_changed(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(bucket)`` when another member changed a bucket's settings
+        (versioning status, CORS rules, tags): it drops what it cached of them."""
+        self._settings_listeners.append(listener)
+
+    def heard_settings_changed(self, bucket: str) -> None:
+        for listener in self._settings_listeners:
+            listener(bucket)
+
+    async def settings_changed(self, bucket: str) -> None:
+        """This member changed ``bucket``'s settings: every member drops its cached copy
+        before the change is acknowledged (a member that cannot be told sees it when its
+        copy expires, within seconds)."""
+        results = await asyncio.gather(
+            *(p.settings_changed(bucket) for p in self._peers.values()),
+            return_exceptions=True)
+        for peer, result in zip(self._peers.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("cluster member %d did not hear that the settings of bucket %s "
+                            "changed: %s", peer.node, bucket, result)
+
     def forget_bucket(self, bucket: str) -> None:
-        """Another member deleted ``bucket``: check it again before the next write."""
+        """Another member deleted ``bucket``: check it again before the next write, and
+        drop its settings."""
         self._known_buckets.discard(bucket)
+        self.heard_settings_changed(bucket)
 
     async def _check_bucket(self, bucket: str) -> None:
         # The cache tier remembers buckets it has seen; a bucket deleted through another
@@ -110,12 +137,16 @@ class ClusterBackend:
         return await self._local.head_bucket(bucket)
 
     async def delete_bucket(self, bucket: str) -> None:
-        """Refused while any member holds live unflushed objects or uploads in the
-        bucket; every member's pending deletions reach the backend first."""
+        """Refused while the bucket holds objects anywhere (BucketNotEmpty); uploads in
+        progress are aborted with it, as on S3. Every member's pending deletions reach
+        the backend first."""
         await self._local.head_bucket(bucket)
+        async with closing(self.iter_objects(bucket)) as listing:
+            async for _ in listing:  # checked before any member aborts an upload
+                raise BucketNotEmpty(bucket)
         await self._on_peers(lambda p: p.drain_bucket(bucket))
-        if isinstance(self._local, CacheTier):
-            hurry_deletions(self._local, bucket)
+        if self._cache is not None:
+            self._cache.expedite_deletes(bucket)
         await self._local.delete_bucket(bucket)
         self._known_buckets.discard(bucket)
         results = await asyncio.gather(*(p.forget_bucket(bucket) for p in self._peers.values()),

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
 from backends.base import Backend
+from gateway.cache.cluster_view import ClusterView
 from gateway.cache.tier import CacheTier
 from gateway.cluster.backend import ClusterBackend
 from gateway.cluster.forward import ClusterGateway
@@ -35,17 +36,18 @@ class ClusterNode:
                  *, registry: CollectorRegistry | None = None) -> None:
         ring = settings.ring
         self.ring = ring
-        self._cache = cache
+        self._cache = ClusterView(cache) if cache is not None else None
         self._registry = registry
         self.auth = PeerAuth(settings.secret, ring_id=ring.id, self_index=ring.self_index,
                              max_skew_s=settings.max_skew_s)
         self.transport = PeerTransport(settings, self.auth)
         peers = {i: PeerClient(self.transport, i) for i in range(len(ring.members))
                  if i != ring.self_index}
-        self.backend = ClusterBackend(local, ring, peers)
+        self.backend = ClusterBackend(local, ring, peers, cache=self._cache)
         self.health = HealthMonitor(ring, self.transport, interval_s=settings.health_interval_s,
                                     registry=registry)
-        self.peer_api = PeerAPI(local, cache, ring, self.auth, self.backend.forget_bucket)
+        self.peer_api = PeerAPI(local, self._cache, ring, self.auth, self.backend.forget_bucket,
+                                self.backend.heard_settings_changed)
         self.ready: Callable[[], bool] = lambda: True
 
     async def start(self) -> None:
@@ -84,28 +86,11 @@ def describe_single() -> dict[str, Any]:
             "members": []}
 
 
-async def hand_off(cache: CacheTier, ring: Ring) -> None:
+async def hand_off(cache: ClusterView, ring: Ring) -> None:
     """Before serving: records of keys this node no longer owns (the member list
     changed) are dropped when clean (the owner may change the key) and flushed at once
     when dirty. See docs/cluster.md, "Changing the member list"."""
-    store = cache.store
-    buckets = [b.name for b in await cache.list_buckets()]
-    dropped = urgent = 0
-    for bucket in buckets:
-        for key in list(store.entries_of(bucket)):
-            if ring.owns(bucket, key):
-                continue
-            async with store.keys.hold((bucket, key)):
-                entry = store.get(bucket, key)
-                if entry is None:
-                    continue
-                if entry.dirty:
-                    store.urgent.add(entry.bk)
-                    urgent += 1
-                else:
-                    await store.commit(entry.bk, None, sync=False)
-                    dropped += 1
+    dropped, urgent = await cache.hand_off(ring.owns)
     if dropped or urgent:
-        store.changed()
         log.warning("cluster: %d cached records of keys other members own were dropped, "
                     "%d unflushed ones are being flushed now", dropped, urgent)

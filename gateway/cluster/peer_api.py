@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from backends.base import Backend, RangeRequest
 from backends.errors import BucketNotEmpty, IncompleteBody, ServiceUnavailable, StorageError
-from gateway.cache.tier import CacheTier
+from gateway.cache.cluster_view import ClusterView
 from gateway.cluster import wire
 from gateway.cluster.errors import PeerAuthFailed
 from gateway.cluster.peerauth import HEADER, PeerAuth
@@ -65,27 +65,23 @@ async def request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-def hurry_deletions(cache: CacheTier, bucket: str) -> None:
-    """Flush the bucket's pending deletions before anything else (a DeleteBucket waits)."""
-    store = cache.store
-    store.urgent.update(e.bk for e in store.dirty_entries(bucket) if e.deleted)
-    store.changed()
-
-
 class PeerAPI:
     """ASGI app for ``/_squall/peer/*``.
 
-    ``local`` is this node's storage under the cluster layer; ``cache`` its cache tier
-    (None without one); ``forget_bucket`` is told when another member deleted a bucket.
+    ``local`` is this node's storage under the cluster layer; ``cache`` the cluster's view
+    of its cache tier (None without one); ``forget_bucket`` is told when another member
+    deleted a bucket.
     """
 
-    def __init__(self, local: Backend, cache: CacheTier | None, ring: Ring, auth: PeerAuth,
-                 forget_bucket: Callable[[str], None]) -> None:
+    def __init__(self, local: Backend, cache: ClusterView | None, ring: Ring, auth: PeerAuth,
+                 forget_bucket: Callable[[str], None],
+                 settings_changed: Callable[[str], None]) -> None:
         self._local = local
         self._cache = cache
         self._ring = ring
         self._auth = auth
         self._forget = forget_bucket
+        self._settings_changed = settings_changed
         self._routes: dict[tuple[str, str], Handler] = {
             ("GET", "object"): self.get_object,
             ("HEAD", "object"): self.head_object,
@@ -96,6 +92,7 @@ class PeerAPI:
             ("GET", "uploads"): self.uploads,
             ("POST", "drain"): self.drain,
             ("POST", "forget"): self.forget,
+            ("POST", "settings"): self.settings,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -169,15 +166,14 @@ class PeerAPI:
         bucket = _param(request, "bucket")
         prefix = request.query_params.get("prefix", "")
         after = request.query_params.get("start_after", "")
-        entries = self._cache.store.entries_of(bucket) if self._cache is not None else {}
-        snapshot = sorted((k, e) for k, e in list(entries.items())
-                          if e.dirty and k.startswith(prefix) and k > after)
+        snapshot = self._cache.dirty_snapshot(bucket, prefix, after) \
+            if self._cache is not None else []
 
         async def lines() -> AsyncIterator[bytes]:
             batch: list[str] = []
-            for key, entry in snapshot:
+            for entry in snapshot:
                 info = None if entry.deleted else wire.to_json(entry.info())
-                batch.append(wire.dumps({"key": key, "info": info}))
+                batch.append(wire.dumps({"key": entry.key, "info": info}))
                 if len(batch) >= 256:
                     yield ("\n".join(batch) + "\n").encode()
                     batch = []
@@ -190,22 +186,17 @@ class PeerAPI:
         prefix = request.query_params.get("prefix", "")
         if self._cache is None:
             return _json_response({"uploads": [], "hidden_ids": [], "hidden_keys": []})
-        store = self._cache.store
-        uploads = [wire.to_json(u.info()) for u in list(store.uploads.values())
-                   if u.bucket == bucket and u.key.startswith(prefix)]
-        return _json_response({
-            "uploads": uploads,
-            "hidden_ids": [i for i, bk in list(store.flush_uploads.items()) if bk[0] == bucket],
-            "hidden_keys": [k for b, k in list(store.flush_creating) if b == bucket]})
+        held = self._cache.uploads(bucket, prefix)
+        return _json_response({"uploads": [wire.to_json(u) for u in held.uploads],
+                               "hidden_ids": held.hidden_ids, "hidden_keys": held.hidden_keys})
 
     async def drain(self, request: Request) -> Response:
         bucket = _param(request, "bucket")
         if self._cache is not None:
-            store = self._cache.store
-            live = any(not e.deleted for e in store.dirty_entries(bucket))
-            if live or any(u.bucket == bucket for u in list(store.uploads.values())):
+            if self._cache.holds_objects(bucket):
                 raise BucketNotEmpty(bucket)
-            hurry_deletions(self._cache, bucket)
+            await self._cache.abort_uploads(bucket)
+            self._cache.expedite_deletes(bucket)
             await self._cache.wait_flushed(bucket)
         return _json_response(None)
 
@@ -213,10 +204,9 @@ class PeerAPI:
         bucket = _param(request, "bucket")
         self._forget(bucket)
         if self._cache is not None:
-            store = self._cache.store
-            for key in list(store.entries_of(bucket)):
-                async with store.keys.hold((bucket, key)):
-                    entry = store.get(bucket, key)
-                    if entry is not None and not entry.dirty:
-                        await store.commit((bucket, key), None, sync=False)
+            await self._cache.drop_clean(bucket)
+        return _json_response(None)
+
+    async def settings(self, request: Request) -> Response:
+        self._settings_changed(_param(request, "bucket"))
         return _json_response(None)

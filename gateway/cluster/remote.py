@@ -144,13 +144,18 @@ class PeerClient:
                                frozenset(data["hidden_ids"]), frozenset(data["hidden_keys"]))
 
     async def drain_bucket(self, bucket: str) -> None:
-        """BucketNotEmpty if the member holds live unflushed objects or uploads in
-        ``bucket``; otherwise returns once its pending deletions reached the backend."""
+        """BucketNotEmpty if the member holds live unflushed objects in ``bucket``;
+        otherwise it aborts its uploads in progress there and returns once its pending
+        deletions reached the backend."""
         await self._json("POST", "drain", {"bucket": bucket})
 
     async def forget_bucket(self, bucket: str) -> None:
         """The bucket was deleted: the member drops what it cached of it."""
         await self._json("POST", "forget", {"bucket": bucket})
+
+    async def settings_changed(self, bucket: str) -> None:
+        """The bucket's settings changed: the member drops its cached copy of them."""
+        await self._json("POST", "settings", {"bucket": bucket})
 
 
 def _record(line: bytes) -> tuple[str, ObjectInfo | None]:

@@ -18,17 +18,23 @@ from backends.errors import StorageError
 from gateway.metrics import Metrics
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, InvalidRequest, s3_error_for
-from gateway.s3api.handlers import buckets, multipart, objects
+from gateway.s3api.handlers import buckets, cors, multipart, objects, tagging
 from gateway.s3api.responses import error_response
 from gateway.s3api.routing import Level, route
-from gateway.s3api.sigv4 import AuthContext, authenticate
+from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
+from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate
 from gateway.service import ObjectService
 
 log = logging.getLogger("squall.s3")
 access_log = logging.getLogger("squall.access")
 
 Handler = Callable[[S3Request], Awaitable[Response]]
-HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS}
+HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS,
+                                **cors.HANDLERS, **tagging.HANDLERS}
+# The context of an unsigned CORS preflight (its handler reads no body).
+ANONYMOUS = AuthContext(access_key="", region="", amz_date="", scope="", signing_key=b"",
+                        seed_signature="", payload_mode=PayloadMode.UNSIGNED,
+                        payload_sha256=None, presigned=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +72,13 @@ class S3Endpoint:
     """Starlette endpoint serving the whole S3 namespace."""
 
     def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
-                 domain: str | None, metrics: Metrics) -> None:
+                 domain: str | None, metrics: Metrics, sigv2: bool = True,
+                 region: str = "us-east-1") -> None:
         self._service = service
         self._secret_for = secret_for
         self._domain = domain.lower() if domain else None
+        self._sigv2 = sigv2
+        self._region = region
         self._metrics = metrics
         # Request ids: unique per process start, cheap to make (no syscall per request).
         self._id_prefix = secrets.token_hex(4).upper()
@@ -91,7 +100,9 @@ class S3Endpoint:
             resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
             query_string = scope["query_string"].decode("latin-1")
             query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
-            auth = self.authenticate(scope, pairs)
+            # A CORS preflight is never signed: browsers send it on their own.
+            auth = ANONYMOUS if request.method == "OPTIONS" else \
+                self.authenticate(scope, pairs)
             operation = route(request.method, target.level, query, headers)
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service)
@@ -101,6 +112,9 @@ class S3Endpoint:
         except Exception as exc:
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
             response = self._error(exc, request, resource, request_id)
+        if "origin" in headers and operation != "PreflightRequest":
+            response.headers.update(await self._cors_headers(resource, headers,
+                                                             request.method))
         if response.status_code >= 300 and _has_body(headers):
             # The body may not have been read; the connection cannot be reused safely.
             response.headers["connection"] = "close"
@@ -113,16 +127,43 @@ class S3Endpoint:
                         resource, response.status_code, elapsed * 1000)
         return response
 
+    async def _cors_headers(self, resource: str, headers: dict[str, str],
+                            method: str) -> dict[str, str]:
+        bucket = resource.lstrip("/").partition("/")[0]
+        try:
+            return await cors.response_headers(self._service, bucket, headers, method)
+        except StorageError:  # no such bucket, unreadable rules: no CORS headers
+            return {}
+
     def authenticate(self, scope: Scope,
                      pairs: list[tuple[str, str]] | None = None) -> AuthContext:
-        """Verify the request's SigV4 signature (header or presigned) with our keys."""
+        """Verify the request's SigV4 signature (header or presigned) with our keys, or
+        its SigV2 one unless SigV2 is disabled."""
         if pairs is None:
             pairs = [(n.decode("latin-1").lower(), v.decode("latin-1"))
                      for n, v in scope["headers"]]
-        return authenticate(method=scope["method"],
-                            raw_path=(scope.get("raw_path") or b"/").decode("latin-1"),
-                            query=scope["query_string"].decode("latin-1"), headers=pairs,
-                            secret_for=self._secret_for, now=time.time())
+        raw_path = (scope.get("raw_path") or b"/").decode("latin-1")
+        query = scope["query_string"].decode("latin-1")
+        hmap: dict[str, list[str]] = {}
+        for name, value in pairs:
+            hmap.setdefault(name, []).append(value)
+        if is_sigv2(hmap, query):
+            if not self._sigv2:
+                raise InvalidRequest("Signature Version 2 is disabled on this server "
+                                     "(--no-sigv2); please use AWS4-HMAC-SHA256.")
+            return authenticate_v2(method=scope["method"], raw_path=raw_path, query=query,
+                                   headers=hmap, virtual_bucket=self._virtual_bucket(hmap),
+                                   secret_for=self._secret_for, now=time.time(),
+                                   region=self._region)
+        return authenticate(method=scope["method"], raw_path=raw_path, query=query,
+                            headers=pairs, secret_for=self._secret_for, now=time.time())
+
+    def _virtual_bucket(self, headers: dict[str, list[str]]) -> str | None:
+        host = headers.get("host", [""])[0]
+        if self._domain is None or host.startswith("["):
+            return None
+        host = host.rsplit(":", 1)[0].lower()
+        return host[: -len(self._domain) - 1] if host.endswith("." + self._domain) else None
 
     @staticmethod
     def _error(exc: BaseException, request: Request, resource: str,

@@ -171,7 +171,22 @@ class MalformedTrailerError(ProtocolError):
     """The request contained trailing data that was not well-formed or did not conform to our published schema."""
 
 
+class NoSuchCORSConfiguration(ProtocolError):
+    """The CORS configuration does not exist."""
+
+
+class CORSForbidden(ProtocolError):
+    """CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec."""
+
+
+class BadRequest(ProtocolError):
+    """Bad Request."""
+
+
 _TABLE.update({
+    NoSuchCORSConfiguration: S3ErrorSpec("NoSuchCORSConfiguration", 404),
+    CORSForbidden: S3ErrorSpec("AccessForbidden", 403),
+    BadRequest: S3ErrorSpec("BadRequest", 400),
     se.NoSuchVersion: S3ErrorSpec("NoSuchVersion", 404),
     se.InvalidWriteOffset: S3ErrorSpec("InvalidWriteOffset", 400),
     se.InvalidRequestForObject: S3ErrorSpec("InvalidRequest", 400),

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from backends.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
 from backends.errors import InvalidDigest
+from backends.multipart import PART_LAYOUT
 from gateway.conditions import Conditions
 from gateway.s3api.errors import (
     InvalidArgument,
@@ -21,6 +22,8 @@ from gateway.s3api.errors import (
 from gateway.service import CopySource
 
 MAX_USER_METADATA = 2048
+# User-metadata entries Squall keeps for itself: never shown, never taken from a client.
+RESERVED_METADATA = frozenset({PART_LAYOUT})
 MAX_TAGS = 10
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _CONTENT_HEADERS = (
@@ -50,7 +53,7 @@ def _content_encoding(value: str | None) -> str | None:
 def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> ObjectMeta:
     """ObjectMeta from PutObject / CreateMultipartUpload / CopyObject(REPLACE) headers."""
     user = {name[11:]: value for name, value in headers.items()
-            if name.startswith("x-amz-meta-")}
+            if name.startswith("x-amz-meta-") and name[11:] not in RESERVED_METADATA}
     if sum(len(k) + len(v) for k, v in user.items()) > MAX_USER_METADATA:
         raise MetadataTooLarge(f"Your metadata headers exceed the maximum allowed metadata "
                                f"size of {MAX_USER_METADATA} bytes.")
@@ -61,9 +64,10 @@ def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> Object
                       user=user, tags=tags, **values)  # type: ignore[arg-type]
 
 
-def check_tags(tags: Mapping[str, str]) -> None:
-    if len(tags) > MAX_TAGS:
-        raise InvalidTag("Object tags cannot be greater than 10")
+def check_tags(tags: Mapping[str, str], *, limit: int = MAX_TAGS,
+               what: str = "Object") -> None:
+    if len(tags) > limit:
+        raise InvalidTag(f"{what} tags cannot be greater than {limit}")
     for key, value in tags.items():
         if not key or len(key) > 128:
             raise InvalidTag("The TagKey you have provided is invalid")
@@ -160,6 +164,18 @@ def copy_source(headers: Mapping[str, str]) -> CopySource:
                       version_id)
 
 
+def not_modified_headers(info: ObjectInfo) -> dict[str, str]:
+    """What a 304 carries: the validators and caching headers a 200 would have sent."""
+    out = {"etag": f'"{info.etag}"', "last-modified": format_http_date(info.last_modified)}
+    if info.version_id is not None:
+        out["x-amz-version-id"] = info.version_id
+    if info.meta.cache_control is not None:
+        out["cache-control"] = info.meta.cache_control
+    if info.meta.expires is not None:
+        out["expires"] = info.meta.expires
+    return out
+
+
 def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str, str]:
     """Response headers describing ``info`` (GET and HEAD)."""
     meta = info.meta
@@ -176,7 +192,8 @@ def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str
         if value is not None:
             out[name] = value
     for name, value in meta.user.items():
-        out[f"x-amz-meta-{name}"] = value
+        if name not in RESERVED_METADATA:
+            out[f"x-amz-meta-{name}"] = value
     if meta.tags:
         out["x-amz-tagging-count"] = str(len(meta.tags))
     if checksum_mode and meta.checksum is not None:

@@ -13,6 +13,8 @@ from gateway.s3api.errors import S3ErrorSpec
 from gateway.s3api.xml import document, el
 
 XML_TYPE = "application/xml"
+#: the ASGI extension of servers that send file regions with sendfile (gateway.zerocopy)
+ZEROCOPY = "http.response.zerocopysend"
 SMALL_BODY = 256 * 1024
 
 
@@ -60,6 +62,15 @@ class ObjectStreamResponse(Response):
             if scope["method"] == "HEAD":
                 await send({"type": "http.response.body", "body": b""})
                 return
+            if self.stream.content_length > SMALL_BODY and ZEROCOPY in scope.get(
+                    "extensions", {}):
+                regions = await self.stream.take_regions()
+                if regions is not None:  # the kernel sends them (sendfile)
+                    for region in regions:
+                        await send({"type": ZEROCOPY, "file": region, "offset": region.offset,
+                                    "count": region.count, "more_body": True})
+                    await send({"type": "http.response.body", "body": b""})
+                    return
             if self.stream.content_length <= SMALL_BODY:
                 # Nothing worth watching for a disconnect: read it all, send it at once.
                 chunks = [chunk async for chunk in self.stream]

@@ -38,6 +38,12 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("GET", Level.BUCKET, "versions"): "ListObjectVersions",
     ("GET", Level.BUCKET, "uploads"): "ListMultipartUploads",
     ("POST", Level.BUCKET, "delete"): "DeleteObjects",
+    ("PUT", Level.BUCKET, "cors"): "PutBucketCors",
+    ("GET", Level.BUCKET, "cors"): "GetBucketCors",
+    ("DELETE", Level.BUCKET, "cors"): "DeleteBucketCors",
+    ("PUT", Level.BUCKET, "tagging"): "PutBucketTagging",
+    ("GET", Level.BUCKET, "tagging"): "GetBucketTagging",
+    ("DELETE", Level.BUCKET, "tagging"): "DeleteBucketTagging",
     ("PUT", Level.OBJECT, ""): "PutObject",
     ("GET", Level.OBJECT, ""): "GetObject",
     ("HEAD", Level.OBJECT, ""): "HeadObject",
@@ -63,6 +69,8 @@ _VARIANTS = {
 def route(method: str, level: Level, query: Mapping[str, str],
           headers: Mapping[str, str]) -> str:
     """The operation for a request, or MethodNotAllowed / NotImplemented."""
+    if method == "OPTIONS" and level is not Level.SERVICE:
+        return "PreflightRequest"  # CORS, whatever the sub-resource
     names = _BUCKET_SUBRESOURCES if level is Level.BUCKET else _OBJECT_SUBRESOURCES
     sub = "" if level is Level.SERVICE else next((n for n in names if n in query), "")
     op = ROUTES.get((method, level, sub))

@@ -322,6 +322,11 @@ def _parse_signed_headers(value: str, err: type[ProtocolError]) -> list[str]:
     return names
 
 
+def parse_amz_date(value: str) -> float | None:
+    """Seconds since the epoch of ``yyyymmddThhmmssZ``; None if it is not one."""
+    return _parse_amz_date(value)
+
+
 def _parse_amz_date(value: str) -> float | None:
     if not _AMZ_DATE.fullmatch(value):
         return None

@@ -37,7 +37,7 @@ from gateway.versioning.errors import (
     VersionIsDeleteMarker,
 )
 from gateway.versioning.records import (
-    CONFIG_KEY,
+    CONFIG_PREFIX,
     ETAG,
     RECORDS,
     STAMP,
@@ -349,14 +349,16 @@ class VersionedObjects:
 
     # -- buckets -----------------------------------------------------------------------
 
-    async def before_bucket_delete(self, bucket: str) -> None:
-        """Drop the bucket's versioning status if nothing else is left in it."""
+    async def before_bucket_delete(self, bucket: str) -> bool:
+        """Drop the bucket's versioning status if nothing else is left in it; whether it
+        was (False: the backend refuses with BucketNotEmpty)."""
         self._states.forget(bucket)
         for prefix in ("", RECORDS):
             async for info in self._backend.iter_objects(bucket, prefix=prefix):
-                if info.key != CONFIG_KEY:
-                    return  # the backend refuses with BucketNotEmpty
+                if not info.key.startswith(CONFIG_PREFIX):  # settings go with the bucket
+                    return False
         await self._states.remove(bucket)
+        return True
 
     def forget(self, bucket: str) -> None:
         self._states.forget(bucket)

@@ -82,8 +82,11 @@ class WorkerFront:
         answers = await self._links.get_all("/_squall/health", timeout_s=HEALTH_TIMEOUT_S)
         workers = [_health_of(w, a) for w, a in enumerate(answers)]
         up = all(w["status"] == "up" for w in workers)
-        body = {"status": "ok" if up else "degraded", "worker": self._index,
-                "workers": workers}
+        body: dict[str, Any] = {"status": "ok" if up else "degraded", "worker": self._index,
+                                "workers": workers}
+        reasons = [f"worker {w['worker']}: {w['reason']}" for w in workers if "reason" in w]
+        if reasons:
+            body["reason"] = "; ".join(reasons)
         await JSONResponse(body, status_code=200 if up else 503)(scope, receive, send)
 
     async def status(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -141,6 +144,11 @@ def _health_of(worker: int, answer: Answer) -> dict[str, Any]:
     if answer.status == 200:
         return {"worker": worker, "status": "up"}
     if answer.status:
+        reason = None
+        with contextlib.suppress(ValueError, AttributeError):
+            reason = json.loads(answer.body).get("reason")
+        if reason:  # up, but cannot acknowledge writes (a full index disk, ...)
+            return {"worker": worker, "status": "unhealthy", "reason": reason}
         return {"worker": worker, "status": "starting"}
     return {"worker": worker, "status": "down", "error": answer.error}
 
@@ -200,8 +208,12 @@ async def sync_lines(responses: Sequence[aiohttp.ClientResponse]) -> AsyncIterat
         return
     worker, outcome = failure
     outcome = outcome or {"error": "ServiceUnavailable", "message": "no outcome"}
-    yield (json.dumps({"flushed": False, "error": outcome.get("error"),
-                       "message": f"worker {worker}: {outcome.get('message')}"}) + "\n").encode()
+    joint = {"flushed": False, "error": outcome.get("error"),
+             "message": f"worker {worker}: {outcome.get('message')}"}
+    held = [q for o in outcomes if o for q in o.get("quarantined", [])]
+    if held:  # every worker's refused flushes, not only the first failure's
+        joint["quarantined"] = held[:100]
+    yield (json.dumps(joint) + "\n").encode()
 
 
 def _sum(progress: Iterable[dict[str, int]]) -> dict[str, int]:

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from gateway.app import build_app
 from gateway.components import Components, build_components
 from gateway.credentials import Credentials
-from gateway.server import configure_logging, uvicorn_config
+from gateway.server import configure_logging, tune_gc, uvicorn_config
 from gateway.settings import Settings
 from gateway.workers import control
 from gateway.workers.front import WorkerFront
@@ -179,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert components.cluster is not None
     components.cluster.transport.use_unix_sockets(dict(enumerate(sockets)))
     worker = Worker(args.index, settings, components, sockets, listener, control_sock)
+    tune_gc()
     return uvloop.run(worker.run())
 
 

@@ -59,6 +59,17 @@ def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert settings.durability == "none"  # file beats default
 
 
+def test_sigv2_setting_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().sigv2 is True  # on by default
+    config = tmp_path / "squall.toml"
+    config.write_text("sigv2 = false\n")
+    assert load_settings(config).sigv2 is False
+    monkeypatch.setenv("SQUALL_SIGV2", "false")
+    assert load_settings(sigv2=None).sigv2 is False
+    monkeypatch.delenv("SQUALL_SIGV2")
+    assert load_settings(sigv2=False).sigv2 is False  # what --no-sigv2 passes
+
+
 def test_default_serve_generates_credentials_once(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUALL_")}

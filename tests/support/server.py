@@ -23,6 +23,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _takes_workers(args: Sequence[str]) -> bool:
+    """Whether ``SQUALL_TEST_WORKERS`` applies to a gateway started with ``args``: not
+    when they choose a worker count, or what ``--workers`` refuses (cluster members,
+    the single-process blobseer_like backend)."""
+    return not any(a in ("--workers", "--peers") or a.startswith("blobseer_like:")
+                   for a in args)
+
+
 class SquallProcess:
     """A gateway subprocess; ``stop()`` (SIGTERM) or ``kill()`` (SIGKILL) by its PID."""
 
@@ -31,6 +39,10 @@ class SquallProcess:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.args = list(args)
+        workers = os.environ.get("SQUALL_TEST_WORKERS")
+        if workers and _takes_workers(self.args):
+            # The suite runs against multi-process gateways too (docs/workers.md).
+            self.args += ["--workers", workers]
         self.env = {"SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY,
                     **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None

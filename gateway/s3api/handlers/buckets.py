@@ -23,6 +23,7 @@ from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
 
 MAX_DELETE_KEYS = 1000
+MAX_BUCKETS = 10_000
 
 
 def _encoder(req: S3Request) -> Callable[[str], str]:
@@ -35,10 +36,30 @@ def _encoder(req: S3Request) -> Callable[[str], str]:
 
 
 async def list_buckets(req: S3Request) -> Response:
-    buckets = await req.service.list_buckets()
+    """ListBuckets, paginated (``max-buckets``, ``continuation-token``) and by ``prefix``."""
+    prefix = req.query.get("prefix", "")
+    paginated = "max-buckets" in req.query or "continuation-token" in req.query
+    max_buckets = req.int_query("max-buckets", MAX_BUCKETS, low=1)
+    if max_buckets > MAX_BUCKETS:
+        raise InvalidArgument(f"Argument max-buckets must be an integer between 1 and "
+                              f"{MAX_BUCKETS}")
+    token = req.query.get("continuation-token")
+    after = _decode_token(token) if token else ""
+    if token is not None and not token:
+        raise InvalidArgument("The continuation token provided is incorrect")
+    region = req.query.get("bucket-region")
+    buckets = [b for b in await req.service.list_buckets()
+               if b.name.startswith(prefix) and b.name > after]
+    if region is not None and region != req.auth.region:
+        buckets = []
+    page = buckets[:max_buckets]
     items = "".join(f"<Bucket>{el('Name', b.name)}{el('CreationDate', iso8601(b.created))}"
-                    "</Bucket>" for b in buckets)
-    return xml_response("ListAllMyBucketsResult", [OWNER, f"<Buckets>{items}</Buckets>"])
+                    f"{el('BucketRegion', req.auth.region)}</Bucket>" for b in page)
+    next_token = _encode_token(page[-1].name) if paginated and len(buckets) > len(page) \
+        else None
+    return xml_response("ListAllMyBucketsResult", [
+        OWNER, f"<Buckets>{items}</Buckets>", opt("ContinuationToken", next_token),
+        opt("Prefix", prefix if "prefix" in req.query else None)])
 
 
 async def create_bucket(req: S3Request) -> Response:
@@ -158,6 +179,10 @@ async def list_objects(req: S3Request) -> Response:
     return xml_response("ListBucketResult", parts)
 
 
+def _encode_token(after: str) -> str:
+    return base64.urlsafe_b64encode(after.encode()).decode().rstrip("=")
+
+
 def _decode_token(token: str) -> str:
     try:
         padded = token.encode() + b"=" * (-len(token) % 4)
@@ -179,7 +204,7 @@ async def list_objects_v2(req: S3Request) -> Response:
     after = max(after, start_after)
     page = await req.service.list_objects(req.bucket, prefix=prefix, delimiter=delimiter,
                                           max_keys=max_keys, after=after)
-    next_token = (base64.urlsafe_b64encode(page.next_marker.encode()).decode().rstrip("=")
+    next_token = (_encode_token(page.next_marker)
                   if page.is_truncated and page.next_marker else None)
     parts = [el("Name", req.bucket), el("Prefix", enc(prefix)),
              opt("Delimiter", enc(delimiter) if delimiter else None),

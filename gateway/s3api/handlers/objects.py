@@ -5,17 +5,20 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from backends.base import ObjectInfo
+from backends.errors import NotModified
+from backends.multipart import MAX_PART_NUMBER, parts_count
+from gateway.parts import part_range
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
     InvalidArgument,
     InvalidRequest,
-    InvalidTag,
-    MalformedXML,
     MissingContentLength,
+    NotImplementedOperation,
 )
 from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
-from gateway.s3api.xml import el, iso8601, parse, text
+from gateway.s3api.tagging import parse_tagging, tag_set_xml
+from gateway.s3api.xml import el, iso8601
 from gateway.versioning.ids import NULL
 from gateway.versioning.objects import DeleteOutcome
 
@@ -48,9 +51,12 @@ def write_headers(info: ObjectInfo) -> dict[str, str]:
 
 
 def write_if_none_match(req: S3Request) -> str | None:
+    """``If-None-Match`` of a write: S3 implements ``*`` only (an ETag is NotImplemented)."""
     value = req.headers.get("if-none-match")
     if value is not None and value.strip() != "*":
-        raise InvalidArgument("If-None-Match on a write accepts only '*'.")
+        raise NotImplementedOperation("A header you provided implies functionality that is "
+                                      "not implemented: If-None-Match on a write accepts "
+                                      "only '*'.")
     return value
 
 
@@ -89,24 +95,38 @@ def _read_headers(req: S3Request, info: ObjectInfo, *, ranged: bool) -> dict[str
     return out
 
 
-def _part_number(req: S3Request) -> None:
-    part = req.query.get("partNumber")
-    if part is None or part == "1":
-        return
-    if not part.isdigit() or not 1 <= int(part) <= 10_000:
+def _part_number(req: S3Request) -> int | None:
+    """``?partNumber=N`` (1..10000), which cannot be combined with a Range header."""
+    raw = req.query.get("partNumber")
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
         raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive")
-    raise InvalidRequest("Cannot specify a part number other than 1 for this object.")
+    if "range" in req.headers:
+        raise InvalidRequest("Cannot specify both Range header and partNumber query "
+                             "parameter.")
+    return int(raw)
+
+
+def _parts_headers(info: ObjectInfo, part: int | None) -> dict[str, str]:
+    count = parts_count(info.etag) if part is not None else None
+    return {} if count is None else {"x-amz-mp-parts-count": str(count)}
 
 
 async def get_object(req: S3Request) -> Response:
-    _part_number(req)
+    part = _part_number(req)
     byte_range = h.byte_range(req.headers.get("range"))
-    stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
-                                          conditions=h.conditions(req.headers),
-                                          version_id=version_id(req))
-    headers = _read_headers(req, stream.info, ranged=byte_range is not None)
+    try:
+        stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
+                                              conditions=h.conditions(req.headers),
+                                              version_id=version_id(req), part_number=part)
+    except NotModified as exc:
+        return _not_modified(exc)
+    ranged = byte_range is not None or part is not None
+    headers = _read_headers(req, stream.info, ranged=ranged)
+    headers.update(_parts_headers(stream.info, part))
     status = 200
-    if stream.byte_range is not None and byte_range is not None:
+    if stream.byte_range is not None and ranged:
         r = stream.byte_range
         headers["content-range"] = f"bytes {r.start}-{r.end}/{stream.info.size}"
         status = 206
@@ -114,22 +134,33 @@ async def get_object(req: S3Request) -> Response:
 
 
 async def head_object(req: S3Request) -> Response:
-    _part_number(req)
-    info = await req.service.head_object(req.bucket, req.key,
-                                         conditions=h.conditions(req.headers),
-                                         version_id=version_id(req))
+    part = _part_number(req)
+    try:
+        info = await req.service.head_object(req.bucket, req.key,
+                                             conditions=h.conditions(req.headers),
+                                             version_id=version_id(req))
+    except NotModified as exc:
+        return _not_modified(exc)
     byte_range = h.byte_range(req.headers.get("range"))
-    headers = _read_headers(req, info, ranged=byte_range is not None)
+    headers = _read_headers(req, info, ranged=byte_range is not None or part is not None)
+    headers.update(_parts_headers(info, part))
     status = 200
     length = info.size
-    if byte_range is not None:
-        r = byte_range.resolve(info.size)
-        headers["content-range"] = f"bytes {r.start}-{r.end}/{info.size}"
-        length = r.length
+    resolved = part_range(info, part) if part is not None else \
+        byte_range.resolve(info.size) if byte_range is not None else None
+    if resolved is not None:
+        headers["content-range"] = f"bytes {resolved.start}-{resolved.end}/{info.size}"
+        length = resolved.length
         status = 206
     response = empty_response(status, headers)
     response.headers["content-length"] = str(length)
     return response
+
+
+def _not_modified(exc: NotModified) -> Response:
+    if exc.info is None:
+        raise exc
+    return empty_response(304, h.not_modified_headers(exc.info))
 
 
 async def delete_object(req: S3Request) -> Response:
@@ -171,22 +202,12 @@ def _version_header(info: ObjectInfo) -> dict[str, str]:
 
 async def get_object_tagging(req: S3Request) -> Response:
     info = await req.service.head_object(req.bucket, req.key, version_id=version_id(req))
-    tags = "".join(f"<Tag>{el('Key', k)}{el('Value', v)}</Tag>"
-                   for k, v in info.meta.tags.items())
-    return xml_response("Tagging", [f"<TagSet>{tags}</TagSet>"],
+    return xml_response("Tagging", [tag_set_xml(info.meta.tags)],
                         headers=_version_header(info))
 
 
 async def put_object_tagging(req: S3Request) -> Response:
-    root = parse(await req.read_document(), "Tagging")
-    tag_set = root.find("TagSet")
-    if tag_set is None:
-        raise MalformedXML()
-    pairs = [(text(t, "Key", required=True) or "", text(t, "Value", required=True) or "")
-             for t in tag_set.findall("Tag")]
-    tags = dict(pairs)
-    if len(tags) != len(pairs):
-        raise InvalidTag("Cannot provide multiple Tags with the same key")
+    tags = parse_tagging(await req.read_document())
     h.check_tags(tags)
     info = await req.service.replace_tags(req.bucket, req.key, tags,
                                           version_id=version_id(req))

@@ -68,6 +68,7 @@ async def moto_direct(moto: MotoProcess,
 
 class TestSquallDirect(BackendConformance):
     min_part_size = MIN_PART
+    records_part_layout = False
 
     @pytest.fixture
     def backend(self, squall_direct: S3Backend) -> S3Backend:
@@ -76,6 +77,7 @@ class TestSquallDirect(BackendConformance):
 
 class TestSquallShared(BackendConformance):
     min_part_size = MIN_PART
+    records_part_layout = False
 
     @pytest.fixture
     def backend(self, squall_shared: S3Backend) -> S3Backend:
@@ -86,6 +88,7 @@ class TestMotoDirect(BackendConformance):
     """Every tricky key is stored by moto_server too: ``tricky_keys`` is not narrowed."""
 
     min_part_size = MIN_PART
+    records_part_layout = False
 
     @pytest.fixture
     def backend(self, moto_direct: S3Backend) -> S3Backend:

@@ -102,6 +102,27 @@ def test_clean_objects_are_read_where_reads_are_faster() -> None:
     assert rule.read_cached(4096, now=41.0) and rule.read_cached(LARGE, now=41.1)
 
 
+def test_misses_are_copied_only_when_the_backend_reads_slower() -> None:
+    rule = Admission()
+    assert rule.keep_copy(4096, now=0.0)  # small copies cost little
+    assert not rule.keep_copy(LARGE, now=0.0)  # nothing known: this miss measures the backend
+    rule.observe_read(LARGE, 0.01, now=0.0, hit=False)
+    assert rule.keep_copy(LARGE, now=0.1)  # one copy, so that a hit can measure the cache
+    assert not any(rule.keep_copy(LARGE, now=t) for t in (0.2, 5.0, 29.0))
+    rule.observe_read(LARGE, 0.01, now=1.0, hit=True)  # the cache reads as fast
+    assert not any(rule.keep_copy(LARGE, now=t) for t in (31.0, 60.0, 100.0))
+
+
+def test_misses_of_a_slow_backend_are_copied_by_the_cache_write_rate() -> None:
+    rule = Admission()
+    rule.observe_cache(LARGE, 0.01, now=0.0)  # writes of the cache: no read measured yet
+    rule.observe_read(LARGE, 0.5, now=0.0, hit=False)  # the backend reads slowly
+    assert rule.keep_copy(LARGE, now=1.0)
+    assert rule.keep_copy(LARGE, now=1.1)
+    assert not rule.keep_copy(LARGE, now=6.0)  # every 5 s one miss measures the backend
+    assert rule.keep_copy(LARGE, now=6.1)
+
+
 def test_a_throttled_backend_is_not_probed() -> None:
     rule = Admission(backend_bandwidth=1.0)  # e.g. --backend-bandwidth 1B/s
     rule.observe_cache(LARGE, 0.01, now=0.0)

@@ -38,7 +38,7 @@ async def test_full_of_dirty_data_waits_then_slows_down(env: Env) -> None:
     # Backpressure: a writer waiting for room succeeds once the flusher made some.
     waiting = asyncio.create_task(
         tier.put_object(BUCKET, "b", body(payload(30_000, 2)), meta=META))
-    await until(lambda: tier.store.space_waiters > 0, "the writer waits for room")
+    await until(lambda: tier.store.space.waiters > 0, "the writer waits for room")
     env.repair_bucket()
     info = await waiting
     assert info.etag == md5(payload(30_000, 2))

@@ -44,7 +44,7 @@ def detached(tier: CacheTier) -> bool:
 async def test_burst_attaches_then_detaches_and_learns_the_size(env: Env) -> None:
     tier = await elastic_tier(env)
     events: list[int] = []
-    tier.volume_listeners.append(lambda: events.append(tier.store.capacity))
+    tier.volume_listeners.append(lambda: events.append(tier.store.space.capacity))
     status = tier.status()
     assert status["cache_mode"] == "elastic" and status["cache_capacity_bytes"] == 0
 
@@ -61,7 +61,7 @@ async def test_burst_attaches_then_detaches_and_learns_the_size(env: Env) -> Non
     assert vol["state"] == "active" and vol["attached_since"] > 0
     assert tier.store.get(BUCKET, "big") is not None  # cached
     assert (env.base / "vols" / vol["id"]).is_dir()
-    limiter = tier.store.active_volumes[0].limiter
+    limiter = tier.store.space.active_volumes[0].limiter
     assert limiter.rate == 50e6 and limiter.consumed >= len(data)  # the B_c cap
 
     await until(lambda: detached(tier), "drained and detached")
@@ -143,16 +143,16 @@ async def test_too_small_volume_counts_forced_bytes_and_grows(env: Env) -> None:
 async def test_a_volume_with_dirty_or_pinned_data_is_never_removed(env: Env) -> None:
     # One static volume; data files (an inline record has no file for a reader to pin).
     tier = await env.tier(cache_settings(env.base, inline_max_bytes=0))
-    store = tier.store
-    (vol,) = store.volumes.values()
+    store, space = tier.store, tier.store.space
+    (vol,) = space.volumes.values()
     env.break_bucket()
     await tier.put_object(BUCKET, "d", body(b"dirty"), meta=META)
-    assert not store.volume_idle(vol) and not await store.remove_volume(vol)
+    assert not space.volume_idle(vol) and not await space.remove_volume(vol)
     env.repair_bucket()
     await tier.wait_flushed()
     stream = await tier.get_object(BUCKET, "d")  # a reader pins the clean file
-    assert not await store.remove_volume(vol)
+    assert not await space.remove_volume(vol)
     assert await read_all(stream) == b"dirty"
-    assert await store.remove_volume(vol)  # clean, unpinned: its records are dropped
-    assert store.get(BUCKET, "d") is None and not store.volumes
+    assert await space.remove_volume(vol)  # clean, unpinned: its records are dropped
+    assert store.get(BUCKET, "d") is None and not space.volumes
     assert await read_all(await tier.get_object(BUCKET, "d")) == b"dirty"  # the backend's

@@ -165,7 +165,7 @@ async def test_inline_record_of_a_removed_volume_moves_to_another(env: Env) -> N
     settings = cache_settings(env.base, volumes=2)
     settings = settings.model_copy(update={"volumes": settings.volumes[1:]})
     tier = await env.tier(settings, create_bucket=False)
-    (vol,) = tier.store.volumes.values()
+    (vol,) = tier.store.space.volumes.values()
     for i in range(4):
         entry = tier.store.get(BUCKET, f"k{i}")
         assert entry is not None and entry.segments[0].volume == vol.id
@@ -173,7 +173,7 @@ async def test_inline_record_of_a_removed_volume_moves_to_another(env: Env) -> N
     assert vol.used == 4 * charge(500)
     await env.close(tier)
     tier = await env.tier(settings, create_bucket=False)  # the move was written down
-    assert tier.store.volumes[vol.id].used == 4 * charge(500)
+    assert tier.store.space.volumes[vol.id].used == 4 * charge(500)
 
 
 async def test_multipart_with_inline_parts(env: Env) -> None:

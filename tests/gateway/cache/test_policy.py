@@ -45,9 +45,9 @@ async def test_phase_transitions_follow_ut_and_id(tmp_path: Path) -> None:
     clock.t += 1  # clients use 800 B/s of the backend's 1000: no spare bandwidth
     policy.tick()
     assert policy.phase is Phase.PHASE1 and policy.allowed_flushes() == 0
-    store.space_waiters = 1  # a writer waits for room: flush at full concurrency
+    store.space.waiters = 1  # a writer waits for room: flush at full concurrency
     assert policy.allowed_flushes() == settings.flush_concurrency
-    store.space_waiters = 0
+    store.space.waiters = 0
 
     store.stats.ingest_bytes_total += 200  # 200 B/s: below UT x B
     clock.t += 1

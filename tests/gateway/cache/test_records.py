@@ -38,6 +38,11 @@ def check(records: Records, model: dict[tuple[str, str], Entry]) -> None:
         assert records.has_live_dirty(bucket) == any(not e.deleted for e in in_bucket)
         assert records.min_dirty_seq(bucket) == min((e.seq for e in in_bucket), default=None)
         assert [e.seq for e in records.dirty(bucket)] == sorted(e.seq for e in in_bucket)
+        for prefix, after in [("", ""), ("a", ""), ("b/", ""), ("", "c"), ("a", "a/x"),
+                              ("é", ""), ("d", "z")]:
+            assert records.dirty_in(bucket, prefix, after) == sorted(
+                (e for e in in_bucket if e.key.startswith(prefix) and e.key > after),
+                key=lambda e: e.key)
 
 
 def test_random_changes_keep_every_index_exact() -> None:
@@ -135,3 +140,26 @@ def test_a_record_removed_ahead_of_a_cursor_is_still_handed_out() -> None:
     records.release(cursor)
     records.swap(("b1", "h"), None)
     assert cursor.ghosts == {}  # released: no longer told
+
+
+def test_dirty_in_reads_the_range_or_sorts_the_few_unflushed_records() -> None:
+    records = Records()
+    keys = [f"k{i:04d}" for i in range(400)] + ["p\U0010ffff", "p\U0010ffffz", "q"]
+    dirty = [k for seq, k in enumerate(keys, 1) if seq % 4 == 0 or k.startswith("p")]
+    for seq, key in enumerate(keys, 1):  # every fourth record unflushed, and the p...
+        state = EntryState.DIRTY if key in dirty else EntryState.CLEAN
+        records.swap(("b", key), entry("b", key, seq, state))
+
+    def listed(prefix: str, after: str = "") -> list[str]:
+        return [e.key for e in records.dirty_in("b", prefix, after)]
+
+    # Wide ranges: fewer unflushed records than keys in range (sorted from those).
+    assert listed("") == dirty
+    assert listed("k", "k0100") == [k for k in dirty if k.startswith("k") and k > "k0100"]
+    # Narrow ranges: fewer keys than unflushed records (read off the sorted keys).
+    assert listed("k001") == [k for k in dirty if k.startswith("k001")]
+    assert listed("k0399") == ["k0399"] and listed("k0398") == []
+    assert listed("p\U0010ffff") == ["p\U0010ffff", "p\U0010ffffz"]  # (up to "q")
+    assert listed("\U0010ffff") == []  # (a prefix with no upper bound)
+    assert listed("k", "k9") == [] and listed("x") == [] and listed("k", "zz") == []
+    assert records.dirty_in("none") == []

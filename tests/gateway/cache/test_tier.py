@@ -242,7 +242,7 @@ async def test_two_volumes_spread_and_count(env: Env) -> None:
     tier = await env.tier(cache_settings(env.base, capacity=40_000, volumes=2))
     for i in range(4):
         await tier.put_object(BUCKET, f"k{i}", body(payload(15_000, seed=i)), meta=META)
-    used = {v.path.name: v.used for v in tier.store.volumes.values()}
+    used = {v.path.name: v.used for v in tier.store.space.volumes.values()}
     assert all(u > 0 for u in used.values()) and sum(used.values()) == 4 * (15_000 + 16)
     for i in range(4):
         assert await read_all(await tier.get_object(BUCKET, f"k{i}")) == payload(15_000, seed=i)

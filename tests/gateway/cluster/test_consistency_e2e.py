@@ -128,3 +128,27 @@ def test_versions_written_anywhere_are_listed_everywhere(cluster: Cluster, cbuck
         assert markers == [(keys[2], marker["VersionId"], True)]
         assert client.get_object(Bucket=cbucket, Key=keys[0], VersionId=written[keys[0]][-1])[
             "Body"].read() == b"0"
+
+
+def test_bucket_settings_changed_anywhere_apply_everywhere_at_once(
+        cluster: Cluster, cbucket: str) -> None:
+    first, second, third = cluster.clients
+    for _ in range(2):  # each member has read (and cached) the settings before they change
+        for client in cluster.clients:
+            client.get_bucket_versioning(Bucket=cbucket)
+        first.put_bucket_versioning(Bucket=cbucket,
+                                    VersioningConfiguration={"Status": "Enabled"})
+        assert second.put_object(Bucket=cbucket, Key="k", Body=b"1")["VersionId"] != "null"
+        third.put_bucket_versioning(Bucket=cbucket,
+                                    VersioningConfiguration={"Status": "Suspended"})
+        suspended = first.put_object(Bucket=cbucket, Key="k", Body=b"2")
+        assert suspended.get("VersionId", "null") == "null"
+        assert second.get_bucket_versioning(Bucket=cbucket)["Status"] == "Suspended"
+    tags = {"TagSet": [{"Key": "project", "Value": "climate"}]}
+    with pytest.raises(ClientError):
+        third.get_bucket_tagging(Bucket=cbucket)  # none yet, now cached as none
+    first.put_bucket_tagging(Bucket=cbucket, Tagging=tags)
+    assert third.get_bucket_tagging(Bucket=cbucket)["TagSet"] == tags["TagSet"]
+    second.delete_bucket_tagging(Bucket=cbucket)
+    with pytest.raises(ClientError):
+        first.get_bucket_tagging(Bucket=cbucket)

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.conftest import make_client
 from tests.gateway.s3api.test_objects_api import code_of
 
 
@@ -119,3 +120,104 @@ def test_delete_objects_verbose_and_quiet(s3, bucket: str) -> None:
 def test_delete_objects_reports_per_key_errors(s3, bucket: str) -> None:
     res = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "k" * 1100}]})
     assert res["Errors"][0]["Code"] == "KeyTooLongError"
+
+
+@pytest.mark.parametrize("versioning", [None, "Enabled"])
+def test_delete_bucket_aborts_incomplete_uploads(s3, versioning: str | None) -> None:
+    name = f"mpu-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    if versioning:
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
+    first = s3.create_multipart_upload(Bucket=name, Key="a/big")["UploadId"]
+    s3.upload_part(Bucket=name, Key="a/big", UploadId=first, PartNumber=1, Body=b"p" * 1000)
+    second = s3.create_multipart_upload(Bucket=name, Key="other")["UploadId"]
+    s3.put_object(Bucket=name, Key="obj", Body=b"x")
+    with pytest.raises(ClientError) as exc:  # an object remains: nothing is aborted
+        s3.delete_bucket(Bucket=name)
+    assert code_of(exc) == ("BucketNotEmpty", 409)
+    listed = s3.list_multipart_uploads(Bucket=name)["Uploads"]
+    assert sorted(u["UploadId"] for u in listed) == sorted([first, second])
+    if versioning:
+        for v in s3.list_object_versions(Bucket=name).get("Versions", []):
+            s3.delete_object(Bucket=name, Key=v["Key"], VersionId=v["VersionId"])
+    else:
+        s3.delete_object(Bucket=name, Key="obj")
+    s3.delete_bucket(Bucket=name)  # only uploads remain: they go with the bucket
+    with pytest.raises(ClientError) as exc:
+        s3.head_bucket(Bucket=name)
+    assert code_of(exc) == ("404", 404)
+    s3.create_bucket(Bucket=name)
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=name)
+    with pytest.raises(ClientError) as exc:
+        s3.list_parts(Bucket=name, Key="a/big", UploadId=first)
+    assert code_of(exc) == ("NoSuchUpload", 404)
+    s3.delete_bucket(Bucket=name)
+
+
+def test_bucket_tagging(s3, bucket: str) -> None:
+    with pytest.raises(ClientError) as exc:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert code_of(exc) == ("NoSuchTagSet", 404)
+    tags = [{"Key": k, "Value": v} for k, v in (("zeta", "1"), ("alpha", ""), ("mid", "x"))]
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == sorted(tags,
+                                                                    key=lambda t: t["Key"])
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "only", "Value": "1"}]})
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == [{"Key": "only", "Value": "1"}]
+    s3.delete_bucket_tagging(Bucket=bucket)
+    with pytest.raises(ClientError) as exc:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert code_of(exc) == ("NoSuchTagSet", 404)
+    with pytest.raises(ClientError) as exc:
+        s3.get_bucket_tagging(Bucket=f"{bucket}-missing")
+    assert code_of(exc) == ("NoSuchBucket", 404)
+
+
+@pytest.mark.parametrize("tags", [
+    [{"Key": f"k{i}", "Value": "v"} for i in range(51)],
+    [{"Key": "a", "Value": "1"}, {"Key": "a", "Value": "2"}],
+    [{"Key": "", "Value": "1"}],
+    [{"Key": "k" * 129, "Value": "1"}],
+    [{"Key": "k", "Value": "v" * 257}],
+    [{"Key": "aws:reserved", "Value": "1"}],
+])
+def test_bucket_tagging_bad_tags(s3, squall, bucket: str, tags: list) -> None:  # type: ignore[no-untyped-def]
+    raw = make_client(squall.endpoint, parameter_validation=False)
+    with pytest.raises(ClientError) as exc:
+        raw.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
+    assert code_of(exc) == ("InvalidTag", 400)
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [
+        {"Key": f"k{i}", "Value": "v"} for i in range(50)]})
+
+
+def test_list_buckets_pagination_and_prefix(s3, squall) -> None:  # type: ignore[no-untyped-def]
+    stem = f"lb-{uuid.uuid4().hex[:8]}"
+    names = [f"{stem}-{i}" for i in range(5)]
+    for name in names:
+        s3.create_bucket(Bucket=name)
+    try:
+        everything = s3.list_buckets()
+        assert "ContinuationToken" not in everything
+        assert set(names) <= {b["Name"] for b in everything["Buckets"]}
+        first = s3.list_buckets(Prefix=stem, MaxBuckets=2)
+        assert [b["Name"] for b in first["Buckets"]] == names[:2]
+        assert first["Prefix"] == stem
+        assert first["Buckets"][0]["BucketRegion"] == "us-east-1"
+        seen = [b["Name"] for b in first["Buckets"]]
+        token = first["ContinuationToken"]
+        while token:
+            page = s3.list_buckets(Prefix=stem, MaxBuckets=2, ContinuationToken=token)
+            seen += [b["Name"] for b in page["Buckets"]]
+            token = page.get("ContinuationToken")
+        assert seen == names
+        assert s3.list_buckets(Prefix=stem + "-3")["Buckets"][0]["Name"] == names[3]
+        assert s3.list_buckets(Prefix="zz-none-")["Buckets"] == []
+        raw = make_client(squall.endpoint, parameter_validation=False)
+        for bad in ({"MaxBuckets": 0}, {"MaxBuckets": 10_001},
+                    {"ContinuationToken": "not base64!"}):
+            with pytest.raises(ClientError) as exc:
+                raw.list_buckets(**bad)
+            assert code_of(exc) == ("InvalidArgument", 400), bad
+    finally:
+        for name in names:
+            s3.delete_bucket(Bucket=name)

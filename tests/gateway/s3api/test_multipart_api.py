@@ -92,9 +92,11 @@ def test_abort_and_list_uploads(s3, bucket: str) -> None:
     assert [u["Key"] for u in grouped["Uploads"]] == ["y"]
     page = s3.list_multipart_uploads(Bucket=bucket, MaxUploads=1)
     assert page["IsTruncated"] and page["NextKeyMarker"] == "x/1"
-    with pytest.raises(ClientError) as exc:
+    s3.put_object(Bucket=bucket, Key="keep", Body=b"x")
+    with pytest.raises(ClientError) as exc:  # an object: the uploads stay too
         s3.delete_bucket(Bucket=bucket)
     assert code_of(exc) == ("BucketNotEmpty", 409)
+    assert len(s3.list_multipart_uploads(Bucket=bucket)["Uploads"]) == 3
     for key, upload_id in ids.items():
         s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
     assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
@@ -132,3 +134,38 @@ def test_replacing_a_part(s3, bucket: str) -> None:
     s3.complete_multipart_upload(Bucket=bucket, Key="k", UploadId=upload_id,
                                  MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"second"
+
+
+def _upload_one_part(s3, bucket: str, key: str) -> tuple[str, list]:  # type: ignore[no-untyped-def]
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    part = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"mp")
+    return upload, [{"PartNumber": 1, "ETag": part["ETag"]}]
+
+
+def test_conditional_complete(s3, bucket: str) -> None:
+    upload, parts = _upload_one_part(s3, bucket, "c")
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                        MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+    upload, parts = _upload_one_part(s3, bucket, "c")
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                     MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+    assert code_of(exc) == ("PreconditionFailed", 412)
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                     MultipartUpload={"Parts": parts}, IfMatch='"0000"')
+    assert code_of(exc) == ("PreconditionFailed", 412)
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                     MultipartUpload={"Parts": parts},
+                                     IfNoneMatch=done["ETag"])
+    assert code_of(exc) == ("NotImplemented", 501)
+    # The upload survived the refusals and completes when the condition holds.
+    s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                 MultipartUpload={"Parts": parts}, IfMatch=done["ETag"])
+    assert s3.get_object(Bucket=bucket, Key="c")["Body"].read() == b"mp"
+    upload, parts = _upload_one_part(s3, bucket, "fresh")
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(Bucket=bucket, Key="fresh", UploadId=upload,
+                                     MultipartUpload={"Parts": parts}, IfMatch=done["ETag"])
+    assert code_of(exc) == ("NoSuchKey", 404)

@@ -244,3 +244,24 @@ def test_response_header_overrides(s3, bucket: str) -> None:
     got = s3.get_object(Bucket=bucket, Key="o", ResponseContentType="text/csv",
                         ResponseContentDisposition="inline")
     assert got["ContentType"] == "text/csv" and got["ContentDisposition"] == "inline"
+
+
+def test_object_tags_returned_sorted(s3, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="t", Body=b"x", Tagging="zeta=1&alpha=2&mid=3")
+    keys = [t["Key"] for t in s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]]
+    assert keys == ["alpha", "mid", "zeta"]
+    s3.put_object_tagging(Bucket=bucket, Key="t", Tagging={"TagSet": [
+        {"Key": "b", "Value": "1"}, {"Key": "a", "Value": "2"}]})
+    keys = [t["Key"] for t in s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]]
+    assert keys == ["a", "b"]
+
+
+def test_conditional_put_edge_cases(s3, bucket: str) -> None:
+    with pytest.raises(ClientError) as exc:  # If-Match needs an object to match
+        s3.put_object(Bucket=bucket, Key="absent", Body=b"x", IfMatch='"0000"')
+    assert code_of(exc) == ("NoSuchKey", 404)
+    etag = s3.put_object(Bucket=bucket, Key="p", Body=b"v1")["ETag"]
+    with pytest.raises(ClientError) as exc:  # S3 implements If-None-Match: * only
+        s3.put_object(Bucket=bucket, Key="p", Body=b"v2", IfNoneMatch=etag)
+    assert code_of(exc) == ("NotImplemented", 501)
+    assert s3.get_object(Bucket=bucket, Key="p")["Body"].read() == b"v1"

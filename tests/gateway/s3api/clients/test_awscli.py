@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.gateway.s3api.clients.helpers import (
@@ -354,3 +355,58 @@ def test_special_key_names(aws: Cli, bucket: str, tmp_path: Path) -> None:
     head = _json(aws("s3api", "head-object", "--bucket", bucket,
                      "--key", "plus+eq=amp&pct%25(1).bin").stdout)
     assert head["ContentLength"] == 1002
+
+
+def test_rb_with_incomplete_upload(aws: Cli, s3: Any) -> None:
+    name = new_bucket_name("cli")
+    aws("s3", "mb", f"s3://{name}")
+    created = _json(aws("s3api", "create-multipart-upload", "--bucket", name,
+                        "--key", "left/over").stdout)
+    assert created["UploadId"]
+    assert f"remove_bucket: {name}" in aws("s3", "rb", f"s3://{name}").stdout
+    assert name not in aws("s3", "ls").stdout
+
+
+def test_get_and_head_object_part_number(aws: Cli, s3: Any, bucket: str,
+                                         tmp_path: Path) -> None:
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
+    datas = [payload(5 * MiB, "p1"), payload(1000, "p2")]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload,
+                                                     PartNumber=n, Body=d)["ETag"]}
+             for n, d in enumerate(datas, start=1)]
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload,
+                                 MultipartUpload={"Parts": parts})
+    out = tmp_path / "part2"
+    got = _json(aws("s3api", "get-object", "--bucket", bucket, "--key", "mp",
+                    "--part-number", "2", str(out)).stdout)
+    assert (got["PartsCount"], got["ContentLength"]) == (2, 1000)
+    assert out.read_bytes() == datas[1]
+    head = _json(aws("s3api", "head-object", "--bucket", bucket, "--key", "mp",
+                     "--part-number", "1").stdout)
+    assert (head["PartsCount"], head["ContentLength"]) == (2, 5 * MiB)
+    proc = aws("s3api", "get-object", "--bucket", bucket, "--key", "mp", "--part-number",
+               "3", str(out), ok=False)
+    assert "InvalidPart" in proc.stderr
+
+
+def test_presign(aws: Cli, s3: Any, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="dir/pre signed", Body=b"presigned by the CLI")
+    url = aws("s3", "presign", f"s3://{bucket}/dir/pre signed", "--expires-in", "300"
+              ).stdout.strip()
+    response = httpx.get(url)
+    assert (response.status_code, response.content) == (200, b"presigned by the CLI")
+
+
+def test_bucket_tagging_and_list_buckets_prefix(aws: Cli, s3: Any, bucket: str) -> None:
+    aws("s3api", "put-bucket-tagging", "--bucket", bucket, "--tagging",
+        "TagSet=[{Key=team,Value=hpc},{Key=cost,Value=42}]")
+    got = _json(aws("s3api", "get-bucket-tagging", "--bucket", bucket).stdout)
+    assert got["TagSet"] == [{"Key": "cost", "Value": "42"}, {"Key": "team", "Value": "hpc"}]
+    aws("s3api", "delete-bucket-tagging", "--bucket", bucket)
+    proc = aws("s3api", "get-bucket-tagging", "--bucket", bucket, ok=False)
+    assert "NoSuchTagSet" in proc.stderr
+    listed = _json(aws("s3api", "list-buckets", "--prefix", bucket).stdout)
+    assert [b["Name"] for b in listed["Buckets"]] == [bucket]
+    paged = _json(aws("s3api", "list-buckets", "--page-size", "1", "--prefix",
+                      bucket[:6]).stdout)
+    assert bucket in [b["Name"] for b in paged["Buckets"]]

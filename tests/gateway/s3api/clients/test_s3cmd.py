@@ -6,6 +6,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.gateway.s3api.clients.helpers import (
     Cli,
     MiB,
@@ -135,3 +137,43 @@ def test_wrong_credentials(squall: SquallProcess, s3: Any, bucket: str, tmp_path
     proc = bad_secret("del", f"s3://{bucket}/k", ok=False)
     assert "403" in proc.stderr and "SignatureDoesNotMatch" in proc.stderr, proc.stderr
     assert sha256(s3.get_object(Bucket=bucket, Key="k")["Body"].read()) == sha256(data)
+
+
+def test_signature_v2_session_and_signurl(squall: SquallProcess, s3: Any, bucket: str,
+                                          tmp_path: Path) -> None:
+    """s3cmd with ``signature_v2 = True``, and ``signurl`` (always SigV2)."""
+    cli = make_s3cmd(squall.endpoint, tmp_path / "v2-home")
+    config = tmp_path / "v2-home" / "s3cfg"
+    config.write_text(config.read_text().replace("signature_v2 = False",
+                                                 "signature_v2 = True"))
+    src = tmp_path / "v2.bin"
+    data = payload(40_000, "v2")
+    src.write_bytes(data)
+    cli("put", str(src), f"s3://{bucket}/v2/obj")
+    assert f"s3://{bucket}/v2/obj" in _ls_objects(cli("ls", f"s3://{bucket}/v2/").stdout)
+    back = tmp_path / "back.bin"
+    cli("get", f"s3://{bucket}/v2/obj", str(back))
+    assert file_sha256(back) == sha256(data)
+    url = cli("signurl", f"s3://{bucket}/v2/obj", "+300").stdout.strip()
+    assert "AWSAccessKeyId=" in url and "Signature=" in url
+    response = httpx.get(url)
+    assert response.status_code == 200 and sha256(response.content) == sha256(data)
+    expired = cli("signurl", f"s3://{bucket}/v2/obj", "1000000000").stdout.strip()
+    assert httpx.get(expired).status_code == 403
+    cli("del", f"s3://{bucket}/v2/obj")
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+
+
+def test_setcors_info_delcors(s3cmd: Cli, s3: Any, bucket: str, tmp_path: Path) -> None:
+    rules = tmp_path / "cors.xml"
+    rules.write_text(
+        "<CORSConfiguration><CORSRule><AllowedOrigin>https://app.example.com</AllowedOrigin>"
+        "<AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>30</MaxAgeSeconds></CORSRule>"
+        "</CORSConfiguration>")
+    s3cmd("setcors", str(rules), f"s3://{bucket}")
+    assert s3.get_bucket_cors(Bucket=bucket)["CORSRules"] == [{
+        "AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["GET"],
+        "MaxAgeSeconds": 30}]
+    assert "https://app.example.com" in s3cmd("info", f"s3://{bucket}").stdout
+    s3cmd("delcors", f"s3://{bucket}")
+    assert "CORSRules" not in str(s3cmd("info", f"s3://{bucket}").stdout)

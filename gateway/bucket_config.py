@@ -1,0 +1,96 @@
+"""Small per-bucket configuration documents (CORS rules, bucket tags) kept in the bucket
+itself as internal objects ``CONFIG_PREFIX + name``, next to the versioning status, and
+cached briefly like it.
+
+Each document is JSON ``{"magic": "squall.bucket-config", "v": 1, "name": ..., "doc": ...}``
+(docs/s3-api.md); a document in a format this code does not know is a BackendError rather
+than a misreading.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from backends.base import Backend, ObjectMeta
+from backends.errors import BackendError, NoSuchKey
+from gateway.versioning.records import CONFIG_PREFIX
+
+MAGIC = "squall.bucket-config"
+FORMAT = 1
+NAMES = ("cors", "tagging")  # every document a bucket may hold (removed with the bucket)
+TTL = 2.0  # seconds a replica trusts a cached document, as the versioning status
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+class BucketConfigs:
+    """Reads and writes bucket configuration documents through ``backend``."""
+
+    def __init__(self, backend: Backend, *, ttl: float = TTL) -> None:
+        self._backend = backend
+        self._ttl = ttl
+        self._cache: dict[tuple[str, str], tuple[Any, float]] = {}
+
+    async def get(self, bucket: str, name: str) -> Any:
+        """The document ``name`` of ``bucket`` (JSON value), None if it has none."""
+        cached = self._cache.get((bucket, name))
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < self._ttl:
+            return cached[0]
+        try:
+            async with await self._backend.get_object(bucket, CONFIG_PREFIX + name) as stream:
+                raw = b"".join([chunk async for chunk in stream])
+            doc = _decode(bucket, name, raw)
+        except NoSuchKey:
+            doc = None
+        self._cache[(bucket, name)] = (doc, now)
+        return doc
+
+    async def put(self, bucket: str, name: str, doc: Any) -> None:
+        data = json.dumps({"magic": MAGIC, "v": FORMAT, "name": name, "doc": doc}).encode()
+        await self._backend.put_object(bucket, CONFIG_PREFIX + name, _once(data),
+                                       meta=ObjectMeta(content_type="application/json"))
+        self._cache[(bucket, name)] = (doc, time.monotonic())
+
+    async def delete(self, bucket: str, name: str) -> None:
+        await self._backend.head_bucket(bucket)
+        await self._backend.delete_object(bucket, CONFIG_PREFIX + name)
+        self._cache[(bucket, name)] = (None, time.monotonic())
+
+    async def take_all(self, bucket: str) -> dict[str, Any]:
+        """Remove every document of a bucket being deleted; returns them (to restore)."""
+        taken = {}
+        for name in NAMES:
+            self._cache.pop((bucket, name), None)
+            doc = await self.get(bucket, name)
+            if doc is not None:
+                taken[name] = doc
+                await self.delete(bucket, name)
+            self._cache.pop((bucket, name), None)
+        return taken
+
+    async def restore(self, bucket: str, docs: dict[str, Any]) -> None:
+        for name, doc in docs.items():
+            await self.put(bucket, name, doc)
+
+    def forget(self, bucket: str) -> None:
+        for name in NAMES:
+            self._cache.pop((bucket, name), None)
+
+
+def _decode(bucket: str, name: str, raw: bytes) -> Any:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise BackendError(f"The {name} configuration of bucket {bucket} is damaged.") from exc
+    if not isinstance(data, dict) or data.get("magic") != MAGIC or data.get("name") != name:
+        raise BackendError(f"The {name} configuration of bucket {bucket} is damaged.")
+    if data.get("v") != FORMAT:
+        raise BackendError(f"Bucket {bucket} keeps its {name} configuration in format "
+                           f"{data.get('v')!r}; this Squall knows format {FORMAT} only.")
+    return data.get("doc")

@@ -1,0 +1,108 @@
+"""What the cluster layer needs of one member's cache tier, in one place.
+
+A member exports its unflushed records and uploads to the others' listings, drops clean
+copies of keys another member may now change, and flushes some records before the
+others (pending deletes before a DeleteBucket, records of keys it no longer owns). The
+cluster code (``gateway/cluster``) uses only this view, never the store's fields or locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from backends.base import UploadInfo
+from backends.errors import NoSuchUpload
+from gateway.cache.entry import Entry
+from gateway.cache.tier import CacheTier
+
+
+@dataclass(frozen=True, slots=True)
+class UploadsHeld:
+    """The multipart uploads a member holds in its cache for one bucket, and the backend
+    uploads a listing must hide (the flusher's and those of cached uploads, by id, or by
+    key while their id is not known yet)."""
+
+    uploads: list[UploadInfo]
+    hidden_ids: list[str]
+    hidden_keys: list[str]
+
+
+class ClusterView:
+    """The cluster layer's view of this member's cache tier ``tier``."""
+
+    def __init__(self, tier: CacheTier) -> None:
+        self._tier = tier
+        self._store = tier.store
+
+    def dirty_snapshot(self, bucket: str, prefix: str = "",
+                       start_after: str = "") -> list[Entry]:
+        """The unflushed records (tombstones included) of ``bucket`` whose keys start
+        with ``prefix`` and sort after ``start_after``, in key order, as they are now."""
+        return self._store.records.dirty_in(bucket, prefix, start_after)
+
+    def uploads(self, bucket: str, prefix: str = "") -> UploadsHeld:
+        """The cached uploads of ``bucket`` (keys starting with ``prefix``), now."""
+        store = self._store
+        return UploadsHeld(
+            uploads=[u.info() for u in list(store.uploads.values())
+                     if u.bucket == bucket and u.key.startswith(prefix)],
+            hidden_ids=[i for i, bk in list(store.flush_uploads.items()) if bk[0] == bucket],
+            hidden_keys=[k for b, k in list(store.flush_creating) if b == bucket])
+
+    def holds_objects(self, bucket: str) -> bool:
+        """Whether an unflushed object (not a pending delete) of ``bucket`` is held here."""
+        return self._store.records.has_live_dirty(bucket)
+
+    async def abort_uploads(self, bucket: str) -> None:
+        """Abort the uploads in progress of ``bucket`` held here (it is being deleted)."""
+        for upload in [u for u in list(self._store.uploads.values()) if u.bucket == bucket]:
+            with contextlib.suppress(NoSuchUpload):
+                await self._tier.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+
+    def expedite_deletes(self, bucket: str) -> int:
+        """Flush the pending deletes of ``bucket`` before anything else (a DeleteBucket
+        waits for them). Returns how many there are."""
+        return self._expedite(bucket, lambda e: e.deleted)
+
+    async def drop_clean(self, bucket: str,
+                         keep: Callable[[str], bool] | None = None) -> int:
+        """Drop the clean records of ``bucket`` (except the keys ``keep`` accepts): the
+        backend has them, and another member may change them. Returns how many."""
+        store = self._store
+        dropped = 0
+        for key in list(store.entries_of(bucket)):
+            if keep is not None and keep(key):
+                continue
+            async with store.keys.hold((bucket, key)):
+                entry = store.get(bucket, key)
+                if entry is not None and not entry.dirty:
+                    await store.commit((bucket, key), None, sync=False)
+                    dropped += 1
+        return dropped
+
+    async def hand_off(self, owns: Callable[[str, str], bool]) -> tuple[int, int]:
+        """Records of keys ``owns`` rejects (another member owns them now) are dropped
+        when clean and flushed first when unflushed. Returns (dropped, hurried)."""
+        dropped = hurried = 0
+        for bucket in [b.name for b in await self._tier.list_buckets()]:
+            def mine(key: str, bucket: str = bucket) -> bool:
+                return owns(bucket, key)
+
+            dropped += await self.drop_clean(bucket, keep=mine)
+            hurried += self._expedite(bucket, lambda e: not owns(e.bucket, e.key))
+        return dropped, hurried
+
+    async def wait_flushed(self, bucket: str) -> None:
+        """Return once everything unflushed in ``bucket`` now is on the backend (except
+        records the backend refused for good)."""
+        await self._tier.wait_flushed(bucket)
+
+    def _expedite(self, bucket: str, which: Callable[[Entry], bool]) -> int:
+        store = self._store
+        chosen = [e.bk for e in store.dirty_entries(bucket) if which(e)]
+        if chosen:
+            store.urgent.update(chosen)
+            store.changed()  # (the flusher takes urgent records first)
+        return len(chosen)

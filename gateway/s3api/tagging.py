@@ -1,0 +1,28 @@
+"""Tagging documents (object and bucket): parsing ``<Tagging>`` and writing a sorted TagSet."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gateway.s3api.errors import InvalidTag, MalformedXML
+from gateway.s3api.xml import el, parse, text
+
+
+def parse_tagging(document: bytes) -> dict[str, str]:
+    """The tags of a ``<Tagging><TagSet><Tag>`` document; InvalidTag for a repeated key."""
+    root = parse(document, "Tagging")
+    tag_set = root.find("TagSet")
+    if tag_set is None:
+        raise MalformedXML()
+    pairs = [(text(t, "Key", required=True) or "", text(t, "Value", required=True) or "")
+             for t in tag_set.findall("Tag")]
+    tags = dict(pairs)
+    if len(tags) != len(pairs):
+        raise InvalidTag("Cannot provide multiple Tags with the same key")
+    return tags
+
+
+def tag_set_xml(tags: Mapping[str, str]) -> str:
+    """``<TagSet>`` with the tags sorted by key, as S3 returns them."""
+    items = "".join(f"<Tag>{el('Key', k)}{el('Value', tags[k])}</Tag>" for k in sorted(tags))
+    return f"<TagSet>{items}</TagSet>"

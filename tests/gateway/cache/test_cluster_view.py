@@ -1,0 +1,96 @@
+"""The cluster layer's view of a member's cache (gateway/cache/cluster_view.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from backends.base import ObjectInfo
+from backends.posix import PosixBackend
+from gateway.cache.cluster_view import ClusterView
+from tests.gateway.cache.conftest import BUCKET, META, Env, KiB, body, until
+
+
+class StalledFlushes(PosixBackend):
+    """Writes wait for ``go``: a flush started meanwhile leaves its record unflushed."""
+
+    go: asyncio.Event
+
+    async def put_object(self, *args: Any, **kwargs: Any) -> ObjectInfo:
+        await self.go.wait()
+        return await super().put_object(*args, **kwargs)
+
+
+async def test_a_dirty_snapshot_lists_unflushed_records_and_tombstones_in_key_order(
+        env: Env) -> None:
+    tier = await env.tier()
+    view = ClusterView(tier)
+    for key in ["b/2", "a/1", "b/1"]:
+        await tier.put_object(BUCKET, key, body(b"flushed"), meta=META)
+    await tier.wait_flushed()
+    env.break_bucket()  # nothing is flushed from now on
+    for key in ["b/3", "a/2", "c"]:
+        await tier.put_object(BUCKET, key, body(b"unflushed"), meta=META)
+    await tier.delete_object(BUCKET, "b/1")
+    assert [e.key for e in view.dirty_snapshot(BUCKET)] == ["a/2", "b/1", "b/3", "c"]
+    assert [e.key for e in view.dirty_snapshot(BUCKET, "b/")] == ["b/1", "b/3"]
+    assert [(e.key, e.deleted) for e in view.dirty_snapshot(BUCKET, "", "b/1")] == \
+        [("b/3", False), ("c", False)]
+    assert view.holds_objects(BUCKET)
+    env.repair_bucket()
+
+
+async def test_expedite_deletes_and_drop_clean_leave_unflushed_data_alone(env: Env) -> None:
+    tier = await env.tier()
+    store, view = tier.store, ClusterView(tier)
+    for key in ["keep", "drop", "gone"]:
+        await tier.put_object(BUCKET, key, body(key.encode()), meta=META)
+    await tier.wait_flushed()
+    env.break_bucket()
+    await tier.put_object(BUCKET, "dirty", body(b"d"), meta=META)
+    await tier.delete_object(BUCKET, "gone")
+    assert view.expedite_deletes(BUCKET) == 1 and store.urgent == {(BUCKET, "gone")}
+    assert not view.holds_objects("other") and view.holds_objects(BUCKET)
+    assert await view.drop_clean(BUCKET, keep=lambda key: key == "keep") == 1
+    assert sorted(store.entries_of(BUCKET)) == ["dirty", "gone", "keep"]
+    env.repair_bucket()
+    await view.wait_flushed(BUCKET)
+    assert not view.holds_objects(BUCKET)
+
+
+async def test_hand_off_drops_clean_and_hurries_unflushed_records_of_other_owners(
+        env: Env) -> None:
+    inner = StalledFlushes(env.backend_root, min_part_size=4 * KiB)
+    inner.go = go = asyncio.Event()
+    go.set()
+    tier = await env.tier(inner=inner)
+    store, view = tier.store, ClusterView(tier)
+    for key in ["mine", "theirs-clean"]:
+        await tier.put_object(BUCKET, key, body(b"x"), meta=META)
+    await tier.wait_flushed()
+    go.clear()  # (the bucket must stay listed: hand_off walks the backend's buckets)
+    await tier.put_object(BUCKET, "theirs-dirty", body(b"y"), meta=META)
+    assert await view.hand_off(lambda bucket, key: key == "mine") == (1, 1)
+    assert sorted(store.entries_of(BUCKET)) == ["mine", "theirs-dirty"]
+    assert (BUCKET, "theirs-dirty") in store.urgent
+    go.set()
+    await until(lambda: not store.dirty_count, "flushed")
+
+
+async def test_uploads_held_and_the_backend_uploads_to_hide(env: Env) -> None:
+    inner = StalledFlushes(env.backend_root, min_part_size=4 * KiB)
+    inner.go = asyncio.Event()  # nothing flushes: what is written stays held here
+    tier = await env.tier(inner=inner)
+    view = ClusterView(tier)
+    upload = await tier.create_multipart_upload(BUCKET, "big/one", meta=META)
+    await tier.create_multipart_upload(BUCKET, "other", meta=META)
+    tier.store.flush_uploads["backend-id"] = (BUCKET, "flushing")
+    held = view.uploads(BUCKET, "big/")
+    assert [u.upload_id for u in held.uploads] == [upload.upload_id]
+    assert held.hidden_ids == ["backend-id"] and held.hidden_keys == []
+    del tier.store.flush_uploads["backend-id"]
+    assert not view.holds_objects(BUCKET)  # uploads in progress do not keep a bucket
+    await tier.put_object(BUCKET, "k", body(b"x"), meta=META)
+    assert view.holds_objects(BUCKET)
+    await view.abort_uploads(BUCKET)
+    assert view.uploads(BUCKET, "").uploads == []
