@@ -85,36 +85,38 @@ def remove_tree(path: Path) -> None:
 
 
 def copy_data(src_fd: int, dst_fd: int, count: int, *, dst_offset: int,
-              chunk_size: int) -> None:
-    """Copy ``count`` bytes from the start of ``src_fd`` to ``dst_offset`` in ``dst_fd``.
+              chunk_size: int, src_offset: int = 0) -> None:
+    """Copy ``count`` bytes from ``src_offset`` in ``src_fd`` to ``dst_offset`` in ``dst_fd``.
 
     Uses copy_file_range (the kernel or the file system moves the bytes, reflinking where
     it can); falls back to a chunked pread/pwrite copy where the file system refuses.
     Raises OSError(EIO) when the source is shorter than ``count``.
     """
-    src_offset = 0
-    while src_offset < count:
+    done = 0
+    while done < count:
         try:
-            copied = os.copy_file_range(src_fd, dst_fd, count - src_offset, src_offset,
-                                        dst_offset + src_offset)
+            copied = os.copy_file_range(src_fd, dst_fd, count - done, src_offset + done,
+                                        dst_offset + done)
         except OSError as exc:
             if exc.errno not in _NO_OFFLOAD:
                 raise
-            _copy_chunked(src_fd, dst_fd, src_offset, count, dst_offset, chunk_size)
+            _copy_chunked(src_fd, dst_fd, src_offset + done, count - done, dst_offset + done,
+                          chunk_size)
             return
         if copied == 0:
             raise OSError(errno.EIO, "source shorter than expected")
-        src_offset += copied
+        done += copied
 
 
 def _copy_chunked(src_fd: int, dst_fd: int, src_offset: int, count: int, dst_offset: int,
                   chunk_size: int) -> None:
-    while src_offset < count:
-        data = os.pread(src_fd, min(chunk_size, count - src_offset), src_offset)
+    done = 0
+    while done < count:
+        data = os.pread(src_fd, min(chunk_size, count - done), src_offset + done)
         if not data:
             raise OSError(errno.EIO, "source shorter than expected")
         view = memoryview(data)
         while view:
-            written = os.pwrite(dst_fd, view, dst_offset + src_offset)
+            written = os.pwrite(dst_fd, view, dst_offset + done)
             view = view[written:]
-            src_offset += written
+            done += written

@@ -24,9 +24,9 @@ from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.index import Batch
 from gateway.cache.policy import WritebackPolicy
 from gateway.cache.quarantine import Quarantine, QuarantinedFlush
-from gateway.cache.readers import read_slices, slices
+from gateway.cache.readers import FilesBody, read_slices, slices
 from gateway.cache.store import BK, CacheStore
-from gateway.cache.streams import ClosingBody
+from gateway.cache.streams import ClosingBody, CountingBody
 
 log = logging.getLogger(__name__)
 
@@ -213,12 +213,22 @@ class Flusher:
 
     def _reader(self, segments: tuple[Segment, ...],
                 hasher: Callable[[bytes], None] | None = None, *,
-                checksum: tuple[str, str] | None = None) -> ClosingBody:
+                checksum: tuple[str, str] | None = None,
+                md5: str | None = None) -> ClosingBody:
+        """The bytes of ``segments`` for the backend. Without ``hasher``, data files are
+        offered as file regions with their ``md5``: a posix backend copies them file to
+        file."""
         stats = self._store.stats
+        pieces = slices(segments, None)
+        if hasher is None and all(seg.inline is None for seg in segments):
+            def count(n: int) -> None:
+                stats.flush_bytes_total += n
+            files = FilesBody(self._store, pieces, self._settings.chunk_size)
+            return ClosingBody(CountingBody(files, count), checksum=checksum,
+                               verified_md5=bytes.fromhex(md5) if md5 else None)
 
         async def body() -> AsyncIterator[bytes]:
-            async for chunk in read_slices(self._store, slices(segments, None),
-                                           self._settings.chunk_size):
+            async for chunk in read_slices(self._store, pieces, self._settings.chunk_size):
                 if hasher is not None:
                     hasher(chunk)
                 stats.flush_bytes_total += len(chunk)
@@ -246,7 +256,7 @@ class Flusher:
         md5 = hashlib.md5()
         single = len(entry.segments) == 1 and "-" not in entry.etag
         expected = entry.segments[0].md5 if len(entry.segments) == 1 else None
-        body = self._reader(entry.segments, None if single else md5.update)
+        body = self._reader(entry.segments, None if single else md5.update, md5=expected)
         try:
             info = await self._inner.put_object(
                 entry.bucket, entry.key, body, meta=entry.meta,
@@ -281,7 +291,7 @@ class Flusher:
 
         async def part(number: int, seg: Segment) -> None:
             async with limit:
-                body = self._reader((seg,), checksum=seg.checksum)
+                body = self._reader((seg,), checksum=seg.checksum, md5=seg.md5)
                 try:
                     info = await inner.upload_part(entry.bucket, entry.key, upload.upload_id,
                                                    number, body,

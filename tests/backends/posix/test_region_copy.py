@@ -1,0 +1,88 @@
+"""Bodies whose bytes lie in files and whose MD5 is known (a cache flush): the posix
+backend copies them file to file with copy_file_range, takes the MD5 it is given and
+reads nothing through Python; any other body is read and hashed as before."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from backends.base import ObjectMeta
+from backends.blocking import run_blocking
+from backends.posix import PosixBackend
+from backends.posix.files import copy_data
+from backends.regions import FileRegion
+from tests.backends.conformance import blob, md5_hex
+from tests.backends.posix.support import MIN_PART, get
+
+
+class RegionBody:
+    """Two regions of one open file, offered whole; iterating it is a failure."""
+
+    def __init__(self, fd: int, pieces: list[tuple[int, int]], md5: bytes | None) -> None:
+        self.regions = [FileRegion(fd, offset, count, run_blocking) for offset, count in pieces]
+        self.verified_md5 = md5
+        self.read = False
+
+    def __aiter__(self) -> RegionBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self.read = True
+        raise StopAsyncIteration
+
+    async def take_regions(self) -> list[FileRegion]:
+        return self.regions
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> tuple[int, bytes]:
+    data = blob(2 * MIN_PART + 11, seed=3)
+    path = tmp_path / "source"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    yield fd, data
+    os.close(fd)
+
+
+async def test_put_and_part_copy_regions_and_take_the_known_md5(
+        posix: PosixBackend, source: tuple[int, bytes]) -> None:
+    fd, data = source
+    pieces = [(5, MIN_PART), (MIN_PART + 100, MIN_PART - 89)]
+    want = b"".join(data[offset:offset + count] for offset, count in pieces)
+    body = RegionBody(fd, pieces, hashlib.md5(want).digest())
+    info = await posix.put_object("bkt", "k", body, meta=ObjectMeta())  # type: ignore[arg-type]
+    assert not body.read and (info.etag, info.size) == (md5_hex(want), len(want))
+    assert await get(posix, "k") == want
+    up = await posix.create_multipart_upload("bkt", "mp", meta=ObjectMeta())
+    part = await posix.upload_part("bkt", "mp", up.upload_id, 1,
+                                   RegionBody(fd, pieces, hashlib.md5(want).digest()),  # type: ignore[arg-type]
+                                   content_md5=hashlib.md5(want).digest())
+    assert (part.etag, part.size) == (md5_hex(want), len(want))
+
+
+async def test_a_body_without_a_known_md5_is_read_and_hashed(
+        posix: PosixBackend, source: tuple[int, bytes]) -> None:
+    fd, _data = source
+    body = RegionBody(fd, [(0, 10)], None)
+    info = await posix.put_object("bkt", "empty", body, meta=ObjectMeta())  # type: ignore[arg-type]
+    assert body.read and (info.etag, info.size) == (md5_hex(b""), 0)
+
+
+def test_copy_data_from_an_offset(tmp_path: Path) -> None:
+    data = blob(3 * 4096 + 7, seed=4)
+    (tmp_path / "src").write_bytes(data)
+    src = os.open(tmp_path / "src", os.O_RDONLY)
+    dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT)
+    try:
+        copy_data(src, dst, 5000, src_offset=4000, dst_offset=10, chunk_size=1024)
+        with pytest.raises(OSError):
+            copy_data(src, dst, 100, src_offset=len(data) - 50, dst_offset=6000,
+                      chunk_size=1024)  # the source ends first
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert (tmp_path / "dst").read_bytes()[10:5010] == data[4000:9000]
