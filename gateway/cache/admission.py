@@ -25,6 +25,8 @@ client's write slow.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: objects below this are "small": their rate is a latency, not a bandwidth
@@ -93,6 +95,8 @@ class Admission:
         #: whole-object reads: hits, and misses served without a copy
         self.cache_reads = RateMeter()
         self.backend_reads = RateMeter()
+        self._running: dict[tuple[str, bool], int] = {
+            (kind, small): 0 for kind in ("read", "write") for small in (True, False)}
         self._hit_seen: dict[bool, float] = {True: never, False: never}
         self._miss_seen: dict[bool, float] = {True: never, False: never}
 
@@ -102,9 +106,34 @@ class Admission:
         finds the cache full may go to the backend instead of waiting for room."""
         return self.backend_failures == 0
 
+    def begin(self, kind: str, size: int | None) -> None:
+        """A client's ``kind`` ("read" or "write") of ``size`` bytes (None: unknown, taken
+        as large) starts; :meth:`end` when it ends."""
+        self._running[kind, size is not None and size < SMALL_OBJECT_BYTES] += 1
+
+    def end(self, kind: str, size: int | None) -> None:
+        self._running[kind, size is not None and size < SMALL_OBJECT_BYTES] -= 1
+
+    @contextlib.contextmanager
+    def writing(self, size: int | None) -> Iterator[None]:
+        """A client's write of ``size`` bytes runs (:meth:`begin` .. :meth:`end`)."""
+        self.begin("write", size)
+        try:
+            yield
+        finally:
+            self.end("write", size)
+
+    def _alone(self, kind: str, size: int, seconds: float) -> float:
+        """``seconds`` of a large read or write as if it had run alone: divided by the
+        requests of its kind running now. Per-request rates measured while four requests
+        share the disk and a probe measured alone then compare like with like."""
+        if size < SMALL_OBJECT_BYTES:
+            return seconds
+        return seconds / max(1, self._running[kind, False])
+
     def observe_cache(self, size: int, seconds: float, now: float) -> None:
         """A write of ``size`` bytes was acknowledged from the cache in ``seconds``."""
-        self.cache.observe(size, seconds)
+        self.cache.observe(size, self._alone("write", size, seconds))
         self._cache_seen[size < SMALL_OBJECT_BYTES] = now
 
     def observe_backend(self, size: int, seconds: float, now: float, *,
@@ -118,7 +147,7 @@ class Admission:
             self.flushes.observe(size, seconds)
             if small:
                 return
-        self.backend.observe(size, seconds)
+        self.backend.observe(size, seconds if flush else self._alone("write", size, seconds))
         self._backend_seen[small] = now
 
     def backend_failed(self) -> None:
@@ -152,7 +181,8 @@ class Admission:
     def observe_read(self, size: int, seconds: float, now: float, *, hit: bool) -> None:
         """A whole-object read of ``size`` bytes took ``seconds``: from the cache (a hit)
         or from the backend without keeping a copy."""
-        (self.cache_reads if hit else self.backend_reads).observe(size, seconds)
+        (self.cache_reads if hit else self.backend_reads).observe(
+            size, self._alone("read", size, seconds))
         (self._hit_seen if hit else self._miss_seen)[size < SMALL_OBJECT_BYTES] = now
 
     def keep_copy(self, size: int, now: float) -> bool:

@@ -379,46 +379,47 @@ class CacheTier:
         declared = size_hint if size_hint is not None else getattr(body, "declared_length",
                                                                      None)
         await self.admit(declared)
-        current = store.get(*bk)
-        started = asyncio.get_running_loop().time()
-        past = self.bypass_cache(declared)
-        self.admission.count(past)
-        if past and (current is None or not current.dirty or not store.space.volumes):
-            return await self._put_direct(bk, body, meta, content_md5, if_match,
-                                          if_none_match, measure=True)
-        spooled = await self.spool_admitted(body, content_md5)
-        if spooled is None:
-            return await self._put_direct(bk, body, meta, content_md5, if_match,
-                                          if_none_match)
-        if spooled.overflow:
-            try:
-                return await self._put_direct(bk, overflow_body(store, spooled), meta,
-                                              content_md5, if_match, if_none_match,
-                                              counted=spooled.consumed,
-                                              cleanup=lambda: spooled.discard(store),
-                                              origin=body)
-            finally:
-                await spooled.discard(store)
-        meta = final_meta(meta, body)
-        now = store.now()
-        seg = spooled.segment
+        with self.admission.writing(declared):
+            current = store.get(*bk)
+            started = asyncio.get_running_loop().time()
+            past = self.bypass_cache(declared)
+            self.admission.count(past)
+            if past and (current is None or not current.dirty or not store.space.volumes):
+                return await self._put_direct(bk, body, meta, content_md5, if_match,
+                                              if_none_match, measure=True)
+            spooled = await self.spool_admitted(body, content_md5)
+            if spooled is None:
+                return await self._put_direct(bk, body, meta, content_md5, if_match,
+                                              if_none_match)
+            if spooled.overflow:
+                try:
+                    return await self._put_direct(bk, overflow_body(store, spooled), meta,
+                                                  content_md5, if_match, if_none_match,
+                                                  counted=spooled.consumed,
+                                                  cleanup=lambda: spooled.discard(store),
+                                                  origin=body)
+                finally:
+                    await spooled.discard(store)
+            meta = final_meta(meta, body)
+            now = store.now()
+            seg = spooled.segment
 
-        async def commit() -> ObjectInfo:
-            try:
-                async with store.keys.hold(bk):
-                    await self.check_preconditions(bk, if_match, if_none_match)
-                    entry = Entry(bucket=bucket, key=key, state=EntryState.DIRTY,
-                                  seq=store.next_seq(), size=seg.size, etag=seg.md5, meta=meta,
-                                  segments=(seg,), last_modified=now, dirty_since=now)
-                    await store.commit(bk, entry, sync=store.sync)
-                    spooled.settle(store)
-                    self.admission.observe_cache(
-                        seg.size, asyncio.get_running_loop().time() - started, now)
-                    return entry.info()
-            except BaseException:
-                await spooled.discard(store)
-                raise
-        return await self.shielded(commit())
+            async def commit() -> ObjectInfo:
+                try:
+                    async with store.keys.hold(bk):
+                        await self.check_preconditions(bk, if_match, if_none_match)
+                        entry = Entry(bucket=bucket, key=key, state=EntryState.DIRTY,
+                                      seq=store.next_seq(), size=seg.size, etag=seg.md5, meta=meta,
+                                      segments=(seg,), last_modified=now, dirty_since=now)
+                        await store.commit(bk, entry, sync=store.sync)
+                        spooled.settle(store)
+                        self.admission.observe_cache(
+                            seg.size, asyncio.get_running_loop().time() - started, now)
+                        return entry.info()
+                except BaseException:
+                    await spooled.discard(store)
+                    raise
+            return await self.shielded(commit())
 
     async def spool_admitted(self, body: AsyncIterator[bytes],
                              content_md5: bytes | None) -> Spooled | None:
@@ -496,11 +497,16 @@ class CacheTier:
         """``stream`` whose complete read feeds the read rates of the admission rule."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        size = stream.content_length
+        self.admission.begin("read", size)
 
         async def done(exhausted: bool) -> None:
-            if exhausted:
-                self.admission.observe_read(stream.content_length, loop.time() - started,
-                                            self._store.now(), hit=hit)
+            try:
+                if exhausted:
+                    self.admission.observe_read(size, loop.time() - started,
+                                                self._store.now(), hit=hit)
+            finally:
+                self.admission.end("read", size)
         return ObjectStream(stream.info, ClosingBody(aiter(stream), done), stream.byte_range)
 
     async def head_object(self, bucket: str, key: str) -> ObjectInfo:

@@ -132,25 +132,26 @@ class CachedUploads:
         await remote.ready()
         declared = getattr(body, "declared_length", None)
         await tier.admit(declared)
-        past = tier.bypass_cache(declared) or not store.space.volumes
-        tier.admission.count(past)
-        if past:
-            return await remote.send_body(upload, part_number, body, content_md5,
-                                          measure=True)
-        started = asyncio.get_running_loop().time()
-        admitted = await tier.spool_admitted(body, content_md5)
-        if admitted is None:  # the cache is full: the part goes to the backend
-            return await remote.send_body(upload, part_number, body, content_md5)
-        spooled = admitted
-        if spooled.overflow:
-            try:
-                store.stats.ingest_bytes_total -= spooled.consumed  # counted again on the way
-                return await remote.send_body(upload, part_number,
-                                              overflow_body(store, spooled), content_md5,
-                                              origin=body)
-            finally:
-                await spooled.discard(store)
-        return await self._cache_part(upload_id, part_number, spooled, body, started)
+        with tier.admission.writing(declared):
+            past = tier.bypass_cache(declared) or not store.space.volumes
+            tier.admission.count(past)
+            if past:
+                return await remote.send_body(upload, part_number, body, content_md5,
+                                              measure=True)
+            started = asyncio.get_running_loop().time()
+            admitted = await tier.spool_admitted(body, content_md5)
+            if admitted is None:  # the cache is full: the part goes to the backend
+                return await remote.send_body(upload, part_number, body, content_md5)
+            spooled = admitted
+            if spooled.overflow:
+                try:
+                    store.stats.ingest_bytes_total -= spooled.consumed  # counted again on the way
+                    return await remote.send_body(upload, part_number,
+                                                  overflow_body(store, spooled), content_md5,
+                                                  origin=body)
+                finally:
+                    await spooled.discard(store)
+            return await self._cache_part(upload_id, part_number, spooled, body, started)
 
     async def _cache_part(self, upload_id: str, part_number: int, spooled: Spooled,
                           body: AsyncIterator[bytes], started: float | None) -> PartInfo:

@@ -40,6 +40,7 @@ from loadtests.bench.server import (
     HEALTH_PATH,
     ServerFailed,
     ServerProcess,
+    cache_counters,
     free_port,
     reported_durability,
     wait_settled,
@@ -246,10 +247,15 @@ class Driver:
             try:
                 runs = []
                 for _ in range(self.args.repeat):
+                    before = cache_counters(endpoint)
                     runs.append(self._one(name, endpoint, row, pid))
                     settled = wait_settled(endpoint)
                     if settled is not None and settled >= 1:
                         _say(f"[{name}] {row.title}: {settled:.1f}s to flush what it left")
+                    after = cache_counters(endpoint)
+                    if before is not None and after is not None:
+                        _say(f"[{name}] {row.title}: " + ", ".join(
+                            f"{what} {after[what] - before[what]}" for what in after))
                 results[row.key] = median_run(runs, row.unit)
             except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
                 results[row.key] = str(exc)

@@ -51,6 +51,24 @@ def reported_durability(endpoint: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def cache_counters(endpoint: str) -> dict[str, int] | None:
+    """Where a Squall endpoint's cache tier sent requests so far (``/_squall/status``):
+    writes to the cache or past it, reads from the cache or the backend, flushes. None
+    for an endpoint without those counters."""
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + STATUS_PATH, timeout=5) as resp:
+            status = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    admission = status.get("admission") if isinstance(status, dict) else None
+    if not isinstance(admission, dict):
+        return None
+    return {"writes cached": admission.get("routed_to_cache", 0),
+            "writes past": admission.get("routed_to_backend", 0),
+            "read hits": status.get("hits", 0), "read misses": status.get("misses", 0),
+            "flushes": status.get("flushes_total", 0)}
+
+
 def wait_settled(endpoint: str, timeout: float = 300.0) -> float | None:
     """Wait until a Squall endpoint reports nothing unflushed (``dirty_objects`` 0 in
     ``/_squall/status``), so that one workload's deferred writes are not flushed during

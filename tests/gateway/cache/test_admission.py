@@ -38,6 +38,32 @@ def test_backend_as_fast_as_the_cache_takes_the_write() -> None:
     assert not slow.prefer_backend(LARGE, now=1.0)
 
 
+def test_rates_are_compared_as_if_each_request_ran_alone() -> None:
+    rule = Admission(margin=0.8)
+    rule.observe_cache(LARGE, 1.0, now=0.0)  # a probe, alone
+    for _ in range(4):
+        rule.begin("write", LARGE)
+    rule.observe_backend(LARGE, 3.0, now=0.0)  # while four writes shared the disk
+    assert rule.prefer_backend(LARGE, now=1.0)  # 4/3 of the cache rate, not 1/3
+    with rule.writing(LARGE):  # the four writes ended; this one runs alone
+        pass
+    for _ in range(4):
+        rule.end("write", LARGE)
+    for _ in range(4):
+        rule.begin("write", 100)  # small requests are latencies: never scaled
+    rule.observe_cache(100, 1.0, now=0.0)
+    rule.observe_backend(100, 3.0, now=0.0)
+    assert not rule.prefer_backend(100, now=1.0)
+    reads = Admission(margin=0.8)
+    reads.observe_read(LARGE, 1.0, now=0.0, hit=True)
+    reads.begin("read", LARGE)
+    reads.begin("read", LARGE)
+    reads.observe_read(LARGE, 2.0, now=0.0, hit=False)  # two reads at once: as fast
+    reads.end("read", LARGE)
+    reads.end("read", LARGE)
+    assert not reads.keep_copy(LARGE, now=1.0)
+
+
 def test_size_classes_are_measured_apart() -> None:
     rule = Admission()
     rule.observe_cache(LARGE, 1.0, now=0.0)
