@@ -81,6 +81,7 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
             finally:
                 if kept:
                     space.settle(claim)
+                    store.stats.read_copies_total += 1
                 else:
                     if writer is not None:
                         await run_cache_blocking(writer.abort)

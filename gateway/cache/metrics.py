@@ -36,6 +36,8 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "hits": ("squall_cache_hits", "counter", "Reads served from the cache"),
     "misses": ("squall_cache_misses", "counter", "Reads served from the backend"),
     "evictions": ("squall_cache_evictions", "counter", "Clean objects evicted"),
+    "read_copies_total": ("squall_cache_read_copies", "counter",
+                          "Read misses whose copy was kept in the cache"),
     "slowdowns": ("squall_cache_slowdowns", "counter", "Writes refused with SlowDown"),
     "quarantined_objects": ("squall_cache_quarantined_objects", "gauge",
                             "Unflushed records the backend refuses for good (retried rarely)"),

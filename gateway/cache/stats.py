@@ -10,6 +10,7 @@ class Stats:
     hits: int = 0
     misses: int = 0
     evictions: int = 0
+    read_copies_total: int = 0  # read misses whose copy was kept in the cache
     flush_bytes_total: int = 0
     flushes_total: int = 0
     flush_errors_total: int = 0

@@ -214,6 +214,7 @@ class CacheTier:
             "hits": stats.hits,
             "misses": stats.misses,
             "evictions": stats.evictions,
+            "read_copies_total": stats.read_copies_total,
             "slowdowns": stats.slowdowns_total,
             "uploads": len(store.uploads),
             "cache_mode": "elastic" if self._elastic_settings is not None else "static",

@@ -66,6 +66,7 @@ def cache_counters(endpoint: str) -> dict[str, int] | None:
     return {"writes cached": admission.get("routed_to_cache", 0),
             "writes past": admission.get("routed_to_backend", 0),
             "read hits": status.get("hits", 0), "read misses": status.get("misses", 0),
+            "read copies": status.get("read_copies_total", 0),
             "flushes": status.get("flushes_total", 0)}
 
 
