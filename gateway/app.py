@@ -63,7 +63,8 @@ def build_app(components: Components) -> ASGIApp:
     async def health() -> JSONResponse:
         if not components.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
-        problem = components.cache.unhealthy if components.cache is not None else None
+        problem = await components.cache.check_health() if components.cache is not None \
+            else None
         if problem is not None:
             return JSONResponse({"status": "unhealthy", "reason": problem}, status_code=503)
         return JSONResponse({"status": "ok"})

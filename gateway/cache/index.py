@@ -47,6 +47,7 @@ INDEX_FORMAT = "squall-cache-index"
 INDEX_VERSION = 1
 
 _FORMAT_KEY = b"F"
+_FORMAT_MARKER = json.dumps({"format": INDEX_FORMAT, "version": INDEX_VERSION}).encode()
 _SEQ_KEY = b"S"
 _ENTRY = b"o"
 _UPLOAD = b"u"
@@ -148,6 +149,12 @@ class Batch:
         self.deletes.append(_FLUSH_UPLOAD + upload_id.encode())
         return self
 
+    def put_format(self) -> Batch:
+        """The format marker, written again as it is: a write that changes nothing, to
+        learn whether the index takes writes."""
+        self.puts.append((_FORMAT_KEY, _FORMAT_MARKER))
+        return self
+
     def set_seq(self, seq: int) -> Batch:
         self.puts.append((_SEQ_KEY, str(seq).encode()))
         return self
@@ -167,8 +174,7 @@ class Index:
                 wo = WriteOptions()
                 wo.sync = True
                 batch = WriteBatch(raw_mode=True)
-                batch.put(_FORMAT_KEY, json.dumps(
-                    {"format": INDEX_FORMAT, "version": INDEX_VERSION}).encode())
+                batch.put(_FORMAT_KEY, _FORMAT_MARKER)
                 self._db.write(batch, wo)
         if marker is not None:
             found = json.loads(marker)

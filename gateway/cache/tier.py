@@ -49,6 +49,7 @@ from gateway.cache.elastic_controller import ElasticController
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
 from gateway.cache.flusher import Flusher
+from gateway.cache.index import Batch
 from gateway.cache.listing import cache_overlay, merge_sorted
 from gateway.cache.metrics import register_metrics
 from gateway.cache.policy import WritebackPolicy
@@ -225,6 +226,15 @@ class CacheTier:
             **self._quarantine_status(),
             **({"elastic": self._elastic.status()} if self._elastic is not None else {}),
         }
+
+    async def check_health(self) -> str | None:
+        """:attr:`unhealthy`, after one test write when the index had failed: once its
+        cause is gone (space returned), the gateway is healthy again without waiting for
+        a client's write."""
+        if self.unhealthy is not None:
+            with contextlib.suppress(ServiceUnavailable):
+                await self._store.index.commit(Batch().put_format(), sync=True)
+        return self.unhealthy
 
     @property
     def unhealthy(self) -> str | None:

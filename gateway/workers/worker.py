@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import socket
@@ -154,7 +155,20 @@ def _configure_logging(settings: Settings, index: int) -> None:
         handler.setFormatter(tagged)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Be SIGKILLed when the parent dies (Linux prctl): a gateway whose parent crashed
+    goes down whole, as a crash (which the cache tier survives), instead of leaving
+    workers that serve the port and hold the data directory with no supervisor. A parent
+    that stops normally stops its workers first, so this fires only on a crash."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _die_with_parent()
     parser = argparse.ArgumentParser(prog="squall-worker")
     parser.add_argument("index", type=int)
     parser.add_argument("--control-fd", type=int, required=True)

@@ -17,9 +17,11 @@ from tests.conftest import make_client
 from tests.support.server import SquallProcess
 
 MB = 1_000_000
+# One process: the volume sizes and paths below are one cache tier's (each worker sizes
+# its own volumes from its share of the budget, docs/workers.md).
 ELASTIC = ["--cache-mode", "elastic", "--cache-size", "32MiB", "--backend-bandwidth",
            "4MB/s", "--cache-volume-bandwidth", "50MB/s", "--inactivity-delay", "0.5",
-           "--cost-backend-size-gb", "1"]
+           "--cost-backend-size-gb", "1", "--workers", "1"]
 
 
 def status(server: SquallProcess) -> dict[str, Any]:

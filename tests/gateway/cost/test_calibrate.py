@@ -35,7 +35,8 @@ def test_calibrate_elastic_then_append_a_static_gateway(
     elastic = SquallProcess(tmp_path / "elastic", [
         "--cache-mode", "elastic", "--cache-size", "16MiB", "--backend-bandwidth", "4MB/s",
         "--cache-volume-bandwidth", "40MB/s", "--inactivity-delay", "0.3",
-        "--cost-backend-size-gb", "2"]).start()
+        "--cost-backend-size-gb", "2",
+        "--workers", "1"]).start()  # next-size reaches one worker (docs/workers.md)
     try:
         code, stdout, err = run(capsys, "calibrate", "--endpoint", elastic.endpoint,
                                 "--sizes", "2MB", "--cache-sizes", "3MB", "6MB",

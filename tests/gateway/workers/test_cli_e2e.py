@@ -110,7 +110,7 @@ def test_change_of_worker_count(tmp_path: Path) -> None:
                                             "SQUALL_SECRET_KEY": SECRET_KEY})
     assert sync.returncode == 0, sync.stderr
     assert server.stop() == 0
-    single = SquallProcess(tmp_path / "data").start()
+    single = SquallProcess(tmp_path / "data", ["--workers", "1"]).start()
     try:
         s3 = make_client(single.endpoint)
         for key, body in bodies.items():

@@ -158,6 +158,22 @@ def test_kill_the_whole_gateway_then_restart(tmp_path: Path) -> None:
         assert server.stop() == 0, server.log()
 
 
+def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    server = start(tmp_path)
+    _client(server.endpoint).create_bucket(Bucket="orphans")
+    pids = _pids(server)
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGKILL)  # the parent only
+    server.proc.wait()
+    _wait_gone(pids)  # no worker serves on without its supervisor
+    server = start(tmp_path)  # the port and the data directory are free again
+    try:
+        assert [b["Name"] for b in _client(server.endpoint).list_buckets()["Buckets"]] == [
+            "orphans"]
+    finally:
+        assert server.stop() == 0, server.log()
+
+
 def _pids(server: SquallProcess) -> list[int]:
     return [w["worker"]["pid"] for w in workers_status(server)]
 
