@@ -95,8 +95,8 @@ class Admission:
         #: whole-object reads: hits, and misses served without a copy
         self.cache_reads = RateMeter()
         self.backend_reads = RateMeter()
-        self._running: dict[tuple[str, bool], int] = {
-            (kind, small): 0 for kind in ("read", "write") for small in (True, False)}
+        #: clients' large reads and writes running now (small ones are never scaled)
+        self._running: dict[str, int] = {"read": 0, "write": 0}
         self._hit_seen: dict[bool, float] = {True: never, False: never}
         self._miss_seen: dict[bool, float] = {True: never, False: never}
 
@@ -109,10 +109,12 @@ class Admission:
     def begin(self, kind: str, size: int | None) -> None:
         """A client's ``kind`` ("read" or "write") of ``size`` bytes (None: unknown, taken
         as large) starts; :meth:`end` when it ends."""
-        self._running[kind, size is not None and size < SMALL_OBJECT_BYTES] += 1
+        if size is None or size >= SMALL_OBJECT_BYTES:
+            self._running[kind] += 1
 
     def end(self, kind: str, size: int | None) -> None:
-        self._running[kind, size is not None and size < SMALL_OBJECT_BYTES] -= 1
+        if size is None or size >= SMALL_OBJECT_BYTES:
+            self._running[kind] -= 1
 
     @contextlib.contextmanager
     def writing(self, size: int | None) -> Iterator[None]:
@@ -129,7 +131,7 @@ class Admission:
         share the disk and a probe measured alone then compare like with like."""
         if size < SMALL_OBJECT_BYTES:
             return seconds
-        return seconds / max(1, self._running[kind, False])
+        return seconds / max(1, self._running[kind])
 
     def observe_cache(self, size: int, seconds: float, now: float) -> None:
         """A write of ``size`` bytes was acknowledged from the cache in ``seconds``."""
@@ -196,8 +198,8 @@ class Admission:
         small = size < SMALL_OBJECT_BYTES
         if self.mode != "auto" or small:
             return True  # a small copy costs little (and small reads are not timed)
-        backend = self.backend_reads.rate(size)
-        cache = self.cache_reads.rate(size) or self.cache.rate(size)
+        backend, hits = self.backend_reads.rate(size), self.cache_reads.rate(size)
+        cache = hits or self.cache.rate(size)
         if backend is None:
             return False  # this read measures the backend
         if cache is not None and backend < self.margin * cache:
@@ -205,7 +207,7 @@ class Admission:
                 self._miss_seen[small] = now
                 return False
             return True
-        if self.cache_reads.rate(size) is None and now - self._hit_seen[small] >= _CACHE_PROBE_S:
+        if hits is None and now - self._hit_seen[small] >= _CACHE_PROBE_S:
             self._hit_seen[small] = now
             return True  # a probe: a later hit on this copy measures the cache
         return False

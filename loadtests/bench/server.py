@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 HEALTH_PATH = "/_squall/health"
 STATUS_PATH = "/_squall/status"
@@ -40,14 +40,19 @@ def is_healthy(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def reported_durability(endpoint: str) -> str | None:
-    """The ``durability`` a Squall endpoint reports in ``/_squall/status`` (None: not said)."""
+def squall_status(endpoint: str) -> dict[str, Any] | None:
+    """A Squall endpoint's ``/_squall/status``; None for another server (or none)."""
     try:
         with urllib.request.urlopen(endpoint.rstrip("/") + STATUS_PATH, timeout=5) as resp:
             status = json.loads(resp.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
-    value = status.get("durability") if isinstance(status, dict) else None
+    return status if isinstance(status, dict) else None
+
+
+def reported_durability(endpoint: str) -> str | None:
+    """The ``durability`` a Squall endpoint reports in ``/_squall/status`` (None: not said)."""
+    value = (squall_status(endpoint) or {}).get("durability")
     return value if isinstance(value, str) else None
 
 
@@ -55,12 +60,8 @@ def cache_counters(endpoint: str) -> dict[str, int] | None:
     """Where a Squall endpoint's cache tier sent requests so far (``/_squall/status``):
     writes to the cache or past it, reads from the cache or the backend, flushes. None
     for an endpoint without those counters."""
-    try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + STATUS_PATH, timeout=5) as resp:
-            status = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    admission = status.get("admission") if isinstance(status, dict) else None
+    status = squall_status(endpoint) or {}
+    admission = status.get("admission")
     if not isinstance(admission, dict):
         return None
     return {"writes cached": admission.get("routed_to_cache", 0),
@@ -75,15 +76,9 @@ def wait_settled(endpoint: str, timeout: float = 300.0) -> float | None:
     ``/_squall/status``), so that one workload's deferred writes are not flushed during
     the next one's clock. Returns the seconds waited; None for an endpoint without that
     status (another server) or when ``timeout`` passed first."""
-    url = endpoint.rstrip("/") + STATUS_PATH
     start = time.monotonic()
     while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                status = json.loads(resp.read())
-        except (urllib.error.URLError, OSError, ValueError):
-            return None
-        dirty = status.get("dirty_objects") if isinstance(status, dict) else None
+        dirty = (squall_status(endpoint) or {}).get("dirty_objects")
         if dirty is None:
             return None
         waited = time.monotonic() - start
