@@ -38,6 +38,11 @@ _ALPHA = 0.2
 #: write is written twice, which is what the rule avoids)
 _BACKEND_PROBE_S = 5.0
 _CACHE_PROBE_S = 30.0
+#: a large miss is copied only when the backend reads slower than this share of the
+#: cache: the copy reads the object through the process, writes and hashes it, which
+#: only a clearly faster cache repays (a stricter bar than the write rule's margin,
+#: which compares two ways of writing the object once)
+COPY_MARGIN = 0.5
 
 
 @dataclass(slots=True)
@@ -189,8 +194,8 @@ class Admission:
 
     def keep_copy(self, size: int, now: float) -> bool:
         """Whether a miss of ``size`` bytes is copied into the cache as it streams: only
-        when the backend is measured to serve reads slower than the cache would (the
-        copy costs a write and a hash). The cache's read rate, until hits measure it, is
+        when the backend is measured to serve reads slower than ``COPY_MARGIN`` x the
+        cache (the copy costs a write and a hash). The cache's read rate, until hits measure it, is
         taken from its write rate (a read of the device is not slower). With nothing
         measured, a miss measures the backend; a miss is copied every ``_CACHE_PROBE_S``
         so that hits can measure the cache, and goes uncopied every ``_BACKEND_PROBE_S``
@@ -202,7 +207,7 @@ class Admission:
         cache = hits or self.cache.rate(size)
         if backend is None:
             return False  # this read measures the backend
-        if cache is not None and backend < self.margin * cache:
+        if cache is not None and backend < COPY_MARGIN * cache:
             if now - self._miss_seen[small] >= _BACKEND_PROBE_S:
                 self._miss_seen[small] = now
                 return False

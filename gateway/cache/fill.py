@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
 from collections.abc import AsyncIterator
 
 from backends.base import ObjectInfo, ObjectStream
 from backends.blocking import run_cache_blocking
 from backends.errors import SlowDown, StorageError
 from gateway.cache.entry import Entry, EntryState, Segment
+from gateway.cache.inline import InlinePayload, inline_room
 from gateway.cache.services import ReadThroughHost
+from gateway.cache.space import Claim
 from gateway.cache.store import CacheStore, Fill
 from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.volumes import DataFileWriter, charge, unlink
@@ -50,6 +54,9 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
         return ObjectStream(info, ClosingBody(counted(), lambda _d: stream.aclose()),
                             stream.byte_range)
     fill = store.register_fill(bk)
+    if info.size <= store.settings.inline_max_bytes and inline_room(
+            store.index.inline, info.size, space.capacity):
+        return _inline_copy(store, stream, counted(), vol.id, claim, fill)
     writer: DataFileWriter | None = None
     try:
         writer = await run_cache_blocking(DataFileWriter, vol, sync=store.sync)
@@ -75,42 +82,91 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
             kept = False
             try:
                 if done and writer is not None and not state["broken"]:
-                    kept = await _keep(store, writer, vol.id, info, fill)
+                    kept = await _commit_copy(store, info, Segment(
+                        vol.id, writer.name, writer.size, writer.md5()), fill, writer)
             except StorageError:
                 log.warning("read-through copy of %s/%s not kept", *bk, exc_info=True)
             finally:
-                if kept:
-                    space.settle(claim)
-                    store.stats.read_copies_total += 1
-                else:
-                    if writer is not None:
-                        await run_cache_blocking(writer.abort)
-                    space.drop_claim(claim)
+                if not kept and writer is not None:
+                    await run_cache_blocking(writer.abort)
+                _account(store, claim, kept)
 
     return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
 
 
-async def _keep(store: CacheStore, writer: DataFileWriter, vol_id: str, info: ObjectInfo,
-                fill: Fill) -> bool:
-    if writer.size != info.size or fill.stale:
-        return False
-    if "-" not in info.etag and writer.md5() != info.etag:
+def _inline_copy(store: CacheStore, stream: ObjectStream, body: AsyncIterator[bytes],
+                 vol_id: str, claim: Claim, fill: Fill) -> ObjectStream:
+    """``stream`` whose bytes are kept in memory and, once read whole, in an inline
+    record (as a small PUT is): no data file, no worker thread, a hit served from memory."""
+    info = stream.info
+    bk = (info.bucket, info.key)
+    buffer = bytearray()
+
+    async def tee() -> AsyncIterator[bytes]:
+        async for chunk in body:
+            buffer.extend(chunk)
+            yield chunk
+
+    async def finish(done: bool) -> None:
+        try:
+            await stream.aclose()
+        finally:
+            store.unregister_fill(bk, fill)
+            kept = False
+            try:
+                if done and len(buffer) == info.size:
+                    data = bytes(buffer)
+                    md5 = hashlib.md5(data).hexdigest()  # at most inline_max_bytes
+                    segment = Segment(vol_id, uuid.uuid4().hex, len(data), md5,
+                                      inline=InlinePayload(data, store.index.inline))
+                    kept = await _commit_copy(store, info, segment, fill)
+            except StorageError:
+                log.warning("read-through copy of %s/%s not kept", *bk, exc_info=True)
+            finally:
+                _account(store, claim, kept)
+
+    return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
+
+
+def _account(store: CacheStore, claim: Claim, kept: bool) -> None:
+    """A copy's space goes to its record if it was kept, back to the volume if not."""
+    if kept:
+        store.space.settle(claim)
+        store.stats.read_copies_total += 1
+    else:
+        store.space.drop_claim(claim)
+
+
+def _matches(info: ObjectInfo, segment: Segment) -> bool:
+    """Whether the copied bytes have the backend's ETag (when it is their MD5)."""
+    if "-" not in info.etag and segment.md5 != info.etag:
         log.warning("backend bytes of %s/%s do not match its ETag; not cached",
                     info.bucket, info.key)
+        return False
+    return True
+
+
+async def _commit_copy(store: CacheStore, info: ObjectInfo, segment: Segment, fill: Fill,
+                       writer: DataFileWriter | None = None) -> bool:
+    """Record ``segment`` (its file committed first, if ``writer``) as the CLEAN copy of
+    the object, unless the key was written meanwhile or its bytes are not the object's."""
+    if segment.size != info.size or fill.stale or not _matches(info, segment):
         return False
     bk = (info.bucket, info.key)
     if store.get(*bk) is not None or not store.keys.try_acquire(bk):
         return False
     try:
-        await run_cache_blocking(writer.commit)
+        if writer is not None:
+            await run_cache_blocking(writer.commit)
         entry = Entry(bucket=info.bucket, key=info.key, state=EntryState.CLEAN,
                       seq=store.next_seq(), size=info.size, etag=info.etag, meta=info.meta,
-                      segments=(Segment(vol_id, writer.name, writer.size, writer.md5()),),
-                      last_modified=info.last_modified)
+                      segments=(segment,), last_modified=info.last_modified)
         try:
             await store.commit(bk, entry, sync=False)
         except Exception:
-            await run_cache_blocking(unlink, store.space.volumes[vol_id], writer.name)
+            if writer is not None:
+                await run_cache_blocking(unlink, store.space.volumes[segment.volume],
+                                         writer.name)
             raise
         return True
     finally:

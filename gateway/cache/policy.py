@@ -61,7 +61,9 @@ class WritebackPolicy:
 
     @property
     def write_around(self) -> bool:
-        return self.phase is Phase.PHASE2
+        """New writes go past the cache: phase 2 while anything is dirty (a cache made
+        clean between two ticks is idle already)."""
+        return self.phase is Phase.PHASE2 and self._store.dirty_count > 0
 
     def resume(self) -> None:
         """A burst resumes (the elastic controller saw demand): phase 2 -> phase 1, and

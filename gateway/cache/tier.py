@@ -50,6 +50,7 @@ from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
 from gateway.cache.flusher import Flusher
 from gateway.cache.index import Batch
+from gateway.cache.inline import inline_room
 from gateway.cache.listing import cache_overlay, merge_sorted
 from gateway.cache.metrics import register_metrics
 from gateway.cache.policy import WritebackPolicy
@@ -164,9 +165,13 @@ class CacheTier:
     def bypass_cache(self, size: int | None) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
         the backend (docs/cache.md, "Admission")."""
-        if self.write_around or (size is not None and size > self._store.space.max_object):
+        store = self._store
+        if self.write_around or (size is not None and size > store.space.max_object):
             return True
-        return self.admission.prefer_backend(size, self._store.now())
+        if size is not None and size <= store.settings.inline_max_bytes and inline_room(
+                store.index.inline, size, store.space.capacity):
+            return False  # inline: one shared index sync, never dearer than a backend file
+        return self.admission.prefer_backend(size, store.now())
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach

@@ -6,7 +6,8 @@ gave the connection to:
 
 * ``GET /_squall/health`` asks every worker; 200 only when all are up.
 * ``GET /_squall/status`` is this worker's status with ``"worker": {"id", "count",
-  "pid"}``; ``?workers=all`` adds every worker's status (``"workers": [...]``).
+  "pid"}`` and the whole gateway's backend throttle (each worker holds a 1/N share);
+  ``?workers=all`` adds every worker's status (``"workers": [...]``).
 * ``GET /_squall/metrics`` is every worker's metrics, each sample labelled
   ``worker="K"``, plus ``squall_worker_up``.
 * ``POST /_squall/sync`` runs on every worker (each checks the client's signature) and
@@ -56,6 +57,7 @@ class WorkerFront:
         self._index = index
         self._links = links
         self._status = status
+        self._fan_out = fan_out
         self._routes: dict[tuple[str, str], Handler] = {}
         for method in ("GET", "HEAD"):
             self._routes[(method, "/_squall/status")] = self.status
@@ -91,6 +93,8 @@ class WorkerFront:
 
     async def status(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = {**self._status(), "worker": self.identity}
+        if self._fan_out and (throttle := body.get("backend_throttle")) is not None:
+            body["backend_throttle"] = gateway_throttle(throttle, self._links.count)
         query = urllib.parse.parse_qs(scope["query_string"].decode("latin-1"))
         if query.get("workers") == ["all"]:
             answers = await self._links.get_all("/_squall/status")
@@ -170,6 +174,11 @@ def _refusal(failed: aiohttp.ClientResponse | str) -> Response:
             yield chunk
     return StreamingResponse(passed_on(), status_code=failed.status,
                              media_type=failed.headers.get("content-type"))
+
+
+def gateway_throttle(share: dict[str, Any], count: int) -> dict[str, Any]:
+    """The whole gateway's backend throttle from one worker's 1/``count`` share."""
+    return {name: None if value is None else value * count for name, value in share.items()}
 
 
 async def sync_lines(responses: Sequence[aiohttp.ClientResponse]) -> AsyncIterator[bytes]:

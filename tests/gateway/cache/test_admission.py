@@ -224,3 +224,13 @@ async def test_full_cache_and_failing_backend_slow_down(env: Env) -> None:
     except SlowDown as exc:
         assert exc.retry_after >= 1
     env.repair_bucket()
+
+
+def test_a_backend_a_little_slower_than_the_cache_gets_no_copies() -> None:
+    rule = Admission()
+    rule.observe_read(LARGE, 0.01, now=0.0, hit=True)
+    rule.observe_read(LARGE, 0.015, now=0.0, hit=False)  # 0.67x the cache: noise, not a gap
+    assert not any(rule.keep_copy(LARGE, now=t) for t in (1.0, 2.0, 40.0))
+    for _ in range(3):
+        rule.observe_read(LARGE, 0.1, now=41.0, hit=False)  # now clearly slower
+    assert rule.keep_copy(LARGE, now=42.0)

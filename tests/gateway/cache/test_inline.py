@@ -231,3 +231,36 @@ async def test_a_reader_keeps_its_bytes_when_the_record_changes(env: Env) -> Non
     assert stream.info.etag == md5(b"first version")
     with pytest.raises(NoSuchKey):
         await tier.get_object(BUCKET, "k")
+
+
+async def test_small_writes_stay_inline_when_the_backend_measures_faster(env: Env) -> None:
+    tier = await env.tier(cache_settings(env.base, capacity=8 << 20, admission="auto"))
+    tier.admission.observe_cache(4 * KiB, 10.0, now=tier.store.now())  # a slow cache ...
+    tier.admission.observe_backend(4 * KiB, 0.001, now=tier.store.now())  # ... and backend
+    assert tier.admission.prefer_backend(4 * KiB, tier.store.now() + 1)
+    await tier.put_object(BUCKET, "small", body(payload(4 * KiB)), meta=META)
+    assert inline_of(tier, "small")  # one shared index sync beats a backend file
+
+
+async def test_a_small_miss_is_copied_inline(env: Env) -> None:
+    tier = await env.tier()
+    data = payload(4 * KiB, 3)
+    await env.backend().put_object(BUCKET, "k", body(data), meta=META)
+    assert await read_all(await tier.get_object(BUCKET, "k")) == data  # a miss, copied
+    assert inline_of(tier, "k") and env.cache_files() == set()
+    assert tier.status()["read_copies_total"] == 1
+    assert tier.store.index.inline.used == len(data)
+    assert await read_all(await tier.get_object(BUCKET, "k")) == data  # from memory
+    assert tier.store.stats.hits == 1
+
+
+async def test_a_small_miss_read_in_part_or_changed_meanwhile_is_not_kept(env: Env) -> None:
+    tier = await env.tier()
+    await env.backend().put_object(BUCKET, "k", body(payload(4 * KiB, 4)), meta=META)
+    stream = await tier.get_object(BUCKET, "k")
+    await aiter(stream).__anext__()
+    await tier.put_object(BUCKET, "k", body(b"newer"), meta=META)  # written meanwhile
+    await read_all(stream)
+    assert await read_all(await tier.get_object(BUCKET, "k")) == b"newer"
+    assert tier.status()["read_copies_total"] == 0
+    assert tier.status()["cache_used_bytes"] == charge(len(b"newer"))

@@ -60,6 +60,9 @@ async def test_phase_transitions_follow_ut_and_id(tmp_path: Path) -> None:
     policy.tick()
     assert policy.phase is Phase.PHASE2 and policy.write_around
     assert policy.allowed_flushes() == settings.flush_concurrency
+    store.set_memory(("b", "a"), None)  # flushed before the next tick: idle already
+    assert not policy.write_around
+    _dirty(store, "a", 5000, store.now())
 
     store.stats.ingest_bytes_total += 10_000  # ingest rises: back to phase 1
     clock.t += 1

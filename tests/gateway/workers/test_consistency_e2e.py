@@ -172,8 +172,11 @@ def test_admin_views_name_the_worker(gateway: SquallProcess) -> None:
     status = httpx.get(f"{gateway.endpoint}/_squall/status").json()
     assert status["worker"]["id"] in (0, 1) and status["worker"]["count"] == 2
     assert status["cluster"]["members"] == 2
+    # the gateway's throttle, of which each worker holds half
+    assert status["backend_throttle"]["bandwidth_bytes_per_s"] == 2
     every = workers_status(gateway)
     assert [w["worker"]["id"] for w in every] == [0, 1]
+    assert [w["backend_throttle"]["bandwidth_bytes_per_s"] for w in every] == [1, 1]
     assert len({w["worker"]["pid"] for w in every}) == 2
     metrics = httpx.get(f"{gateway.endpoint}/_squall/metrics").text
     assert 'squall_worker_up{worker="0"} 1.0' in metrics
