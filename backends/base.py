@@ -125,6 +125,8 @@ class CompletedPart:
 
     part_number: int
     etag: str  # unquoted
+    # The part's checksums as named in the request: (algorithm, base64 value) pairs.
+    checksums: tuple[tuple[str, str], ...] = ()
 
 
 class ObjectStream:

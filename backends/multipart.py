@@ -12,6 +12,7 @@ from dataclasses import replace
 from backends.base import CompletedPart, ObjectInfo, ObjectMeta, PartInfo
 from backends.checksums import new_hasher
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
+from backends.upload_checksums import object_checksum, undeclared, upload_checksum
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PART_NUMBER = 10_000
@@ -74,14 +75,21 @@ def composite_checksum(parts: Sequence[PartInfo]) -> tuple[str, str] | None:
 
 
 def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo]) -> ObjectMeta:
-    """The metadata of an object completed from ``parts``: the upload's, with the composite
-    checksum and the part layout."""
+    """The metadata of an object completed from ``parts``: the upload's, with the object's
+    checksum and the part layout.
+
+    The checksum follows the upload's declared algorithm and type
+    (:mod:`backends.upload_checksums`); without a declaration it is the composite of the
+    parts' checksums.
+    """
     runs = ",".join(f"{size}*{len(list(group))}"
                     for size, group in itertools.groupby(p.size for p in parts))
-    user = {k: v for k, v in meta.user.items() if k != PART_LAYOUT}
+    spec = upload_checksum(meta)
+    user = {k: v for k, v in undeclared(meta).user.items() if k != PART_LAYOUT}
     if len(runs) <= MAX_LAYOUT_CHARS:
         user[PART_LAYOUT] = runs
-    return replace(meta, checksum=composite_checksum(parts), user=user)
+    checksum = object_checksum(spec, parts) if spec is not None else composite_checksum(parts)
+    return replace(meta, checksum=checksum, user=user)
 
 
 def parts_count(etag: str) -> int | None:

@@ -1,4 +1,4 @@
-"""Small per-bucket configuration documents (CORS rules, bucket tags) kept in the bucket
+"""Small per-bucket configuration documents (CORS rules, bucket tags, lifecycle rules) kept in the bucket
 itself as internal objects ``CONFIG_PREFIX + name``, next to the versioning status, and
 cached briefly like it.
 
@@ -20,7 +20,7 @@ from gateway.versioning.records import CONFIG_PREFIX
 
 MAGIC = "squall.bucket-config"
 FORMAT = 1
-NAMES = ("cors", "tagging")  # every document a bucket may hold (removed with the bucket)
+NAMES = ("cors", "tagging", "lifecycle")  # every document a bucket may hold (removed with the bucket)
 TTL = 2.0  # seconds a replica trusts a cached document, as the versioning status
 
 

@@ -63,6 +63,12 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="N: size of the backing storage in GB")
     m.add_argument("--cost-cache-bandwidth-mb-s", type=float,
                    help="B_c: bandwidth of the cache device in MB/s")
+    lc = p.add_argument_group("bucket lifecycle (see docs/s3-api.md)")
+    lc.add_argument("--lifecycle-interval", type=float,
+                    help="seconds between two scans enforcing lifecycle rules (default 3600)")
+    lc.add_argument("--lifecycle-day-seconds", type=float,
+                    help="length in seconds of a lifecycle day (default 86400, as S3); a "
+                         "shorter day is a testing aid that makes Days rules act sooner")
     p.add_argument("--workers", type=_worker_count,
                    help="worker processes serving the port, each owning a share of the "
                         "keys (default 1; see docs/workers.md)")

@@ -25,6 +25,7 @@ from gateway.cluster.node import ClusterNode
 from gateway.cluster.settings import cluster_settings
 from gateway.cost.meter import CostMeter, sample_from_status
 from gateway.credentials import Credentials
+from gateway.lifecycle.scanner import LifecycleScanner
 from gateway.metrics import Metrics
 from gateway.service import ObjectService
 from gateway.settings import Settings
@@ -44,6 +45,7 @@ class Components:
     throttle: ThrottledBackend | None = None
     store: Backend | None = None  # the persistent backend itself, below every wrapper
     cluster: ClusterNode | None = None
+    lifecycle: LifecycleScanner | None = None
     started: float = field(default_factory=time.time)
     ready: bool = False
 
@@ -54,10 +56,14 @@ class Components:
             await self.cost.start()
         if self.cluster is not None:
             await self.cluster.start()
+        if self.lifecycle is not None:
+            await self.lifecycle.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
         if self.cost is not None:
             await self.cost.stop()
         if self.cluster is not None:
@@ -89,6 +95,8 @@ class Components:
             status["cluster"] = {"node_id": self.cluster.ring.self_index,
                                  "members": len(self.cluster.ring.members),
                                  "ring_id": self.cluster.ring.id}
+        if self.lifecycle is not None:
+            status["lifecycle"] = self.lifecycle.status()
         return status
 
 
@@ -174,10 +182,16 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend
+    service = ObjectService(backend)
+    ring = cluster.ring if cluster is not None else None
+    lifecycle = LifecycleScanner(service, interval=settings.lifecycle_interval,
+                                 day_seconds=settings.lifecycle_day_seconds,
+                                 owns=ring.owns if ring is not None else lambda b, k: True,
+                                 registry=metrics.registry)
     components = Components(settings=settings, credentials=credentials, backend=backend,
-                            service=ObjectService(backend), metrics=metrics, cache=cache,
+                            service=service, metrics=metrics, cache=cache,
                             cost=cost, throttle=throttle, cluster=cluster,
-                            store=store)
+                            store=store, lifecycle=lifecycle)
     if cluster is not None:
         cluster.ready = lambda: components.ready
     return components

@@ -34,14 +34,26 @@ from backends.errors import (
     InvalidRange,
     InvalidRequestForObject,
     NoSuchKey,
+    NoSuchVersion,
     NotImplementedByBackend,
     StorageError,
 )
 from backends.keys import check_key as backends_check_key
-from backends.multipart import PART_LAYOUT
+from backends.multipart import PART_LAYOUT, check_completion
+from backends.upload_checksums import (
+    UploadChecksum,
+    check_object_checksum,
+    check_requested,
+    declare,
+    object_checksum,
+    upload_checksum,
+)
 from gateway.bucket_config import BucketConfigs
+from gateway.checksumming import ChecksummingBody
 from gateway.conditions import Conditions
 from gateway.cors import CorsRule, rules_from_json, rules_to_json
+from gateway.lifecycle import rules as lifecycle
+from gateway.lifecycle.guard import WriteGuard
 from gateway.listing import AFTER_ALL, ListPage, UploadPage, closing, list_page, upload_page
 from gateway.parts import part_range
 from gateway.versioning import VersionedObjects, VersioningStatus
@@ -130,6 +142,7 @@ class ObjectService:
         self._backend = backend
         self._versions = VersionedObjects(backend)
         self._configs = BucketConfigs(backend)
+        self._guard = WriteGuard()  # lifecycle expiration never races a write
         # Other gateway processes (cluster members, workers) cache bucket settings too.
         listen = getattr(backend, "on_settings_changed", None)
         if listen is not None:
@@ -214,6 +227,25 @@ class ObjectService:
         await self._configs.delete(bucket, "tagging")
         await self._settings_changed(bucket)
 
+    async def put_bucket_lifecycle(self, bucket: str, rules: Sequence[lifecycle.Rule]) -> None:
+        await self._backend.head_bucket(bucket)
+        await self._configs.put(bucket, "lifecycle", lifecycle.rules_to_json(rules))
+        await self._settings_changed(bucket)
+
+    async def get_bucket_lifecycle(self, bucket: str) -> list[lifecycle.Rule] | None:
+        """The bucket's lifecycle rules, None if it has no lifecycle configuration."""
+        await self._backend.head_bucket(bucket)
+        return await self.lifecycle_rules(bucket)
+
+    async def lifecycle_rules(self, bucket: str) -> list[lifecycle.Rule] | None:
+        """The lifecycle rules (cached briefly), without checking that the bucket exists."""
+        doc = await self._configs.get(bucket, "lifecycle")
+        return None if doc is None else lifecycle.rules_from_json(doc)
+
+    async def delete_bucket_lifecycle(self, bucket: str) -> None:
+        await self._configs.delete(bucket, "lifecycle")
+        await self._settings_changed(bucket)
+
     async def get_bucket_versioning(self, bucket: str) -> VersioningStatus:
         await self._backend.head_bucket(bucket)
         return await self._versions.status(bucket)
@@ -234,7 +266,8 @@ class ObjectService:
             return await self._backend.put_object(bucket, key, body, meta=stamped,
                                                   content_md5=content_md5, if_match=if_match,
                                                   if_none_match=if_none_match)
-        return await self._versions.write(bucket, key, meta, writer)
+        async with self._guard.writing((bucket, key)):
+            return await self._versions.write(bucket, key, meta, writer)
 
     async def append_object(self, bucket: str, key: str, offset: int,
                             body: AsyncIterator[bytes], *, meta: ObjectMeta,
@@ -257,9 +290,10 @@ class ObjectService:
             raise InvalidRequestForObject("Cannot specify both a write offset value and "
                                           "user-defined object metadata for existing "
                                           "objects.")
-        info = await self._backend.write_at(bucket, key, offset, body,
-                                            meta=None if exists else unstamped(meta),
-                                            if_match=if_match, append_only=True)
+        async with self._guard.writing((bucket, key)):
+            info = await self._backend.write_at(bucket, key, offset, body,
+                                                meta=None if exists else unstamped(meta),
+                                                if_match=if_match, append_only=True)
         return self._versions.view(info, None)
 
     async def get_object(self, bucket: str, key: str, *, byte_range: RangeRequest | None,
@@ -311,6 +345,25 @@ class ObjectService:
         check_key(key)
         return await self._versions.delete(bucket, key, version_id=version_id)
 
+    async def expire_object(self, bucket: str, key: str, *, etag: str, last_modified: float,
+                            version_id: str | None) -> DeleteOutcome | None:
+        """Lifecycle expiration of the current object of ``key``: deleted as a client's
+        DELETE would (a delete marker in a versioned bucket), but only if it is still the
+        version described (ETag, time, version id) and no write of the key is under way;
+        None when nothing was deleted."""
+        check_key(key)
+        async with self._guard.expiring((bucket, key)) as alone:
+            if not alone:
+                return None
+            try:
+                info = await self._versions.head(bucket, key)
+            except (NoSuchKey, NoSuchVersion):
+                return None
+            if info.etag != etag or info.version_id != version_id or \
+                    abs(info.last_modified - last_modified) >= 1.0:
+                return None
+            return await self._versions.delete(bucket, key)
+
     async def delete_objects(self, bucket: str, objects: Sequence[tuple[str, str | None]]
                              ) -> list[DeleteResult]:
         """Delete (key, version id or None) pairs, each on its own."""
@@ -356,14 +409,16 @@ class ObjectService:
             async with await self._backend.get_object(source.bucket, stored) as stream:
                 return await self._backend.put_object(bucket, key, aiter(stream),
                                                       meta=stamped)
-        info = await self._versions.write(bucket, key, new_meta, writer)
+        async with self._guard.writing((bucket, key)):
+            info = await self._versions.write(bucket, key, new_meta, writer)
         return CopyResult(info, None if version is None else version.version_id)
 
     async def replace_tags(self, bucket: str, key: str, tags: dict[str, str], *,
                            version_id: str | None = None) -> ObjectInfo:
         check_key(key)
-        return await self._versions.replace_meta(bucket, key, version_id,
-                                                 lambda meta: replace(meta, tags=tags))
+        async with self._guard.writing((bucket, key)):
+            return await self._versions.replace_meta(bucket, key, version_id,
+                                                     lambda meta: replace(meta, tags=tags))
 
     async def list_objects(self, bucket: str, *, prefix: str, delimiter: str, max_keys: int,
                            after: str) -> ListPage:
@@ -401,12 +456,26 @@ class ObjectService:
 
     # -- multipart ---------------------------------------------------------------------
 
-    async def create_multipart_upload(self, bucket: str, key: str, *,
-                                      meta: ObjectMeta) -> UploadInfo:
+    async def create_multipart_upload(self, bucket: str, key: str, *, meta: ObjectMeta,
+                                      checksum: UploadChecksum | None = None) -> UploadInfo:
+        """A new upload; ``checksum`` is the algorithm and type its parts and object use."""
         check_key(key)
         await self._backend.head_bucket(bucket)
-        return await self._multipart().create_multipart_upload(bucket, key,
-                                                               meta=unstamped(meta))
+        return await self._multipart().create_multipart_upload(
+            bucket, key, meta=declare(unstamped(meta), checksum))
+
+    async def upload_checksum(self, bucket: str, key: str,
+                              upload_id: str) -> UploadChecksum | None:
+        """The checksum algorithm and type an upload declared (None: none, or the upload
+        is unknown)."""
+        async with closing(self._multipart().iter_multipart_uploads(
+                bucket, prefix=key)) as uploads:
+            async for upload in uploads:
+                if upload.upload_id == upload_id and upload.key == key:
+                    return upload_checksum(upload.meta)
+                if upload.key > key:
+                    break
+        return None
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                           body: AsyncIterator[bytes], *,
@@ -422,9 +491,11 @@ class ObjectService:
         multipart = self._multipart()
         # Fail on an unknown upload before reading any source bytes.
         await multipart.list_parts(bucket, key, upload_id)
+        declared = await self.upload_checksum(bucket, key, upload_id)
         stored, version = await self._source(source)
         source_version = None if version is None else version.version_id
-        if isinstance(self._backend, PartCopyingBackend):
+        # A part of an upload with a checksum algorithm gets its checksum computed here.
+        if isinstance(self._backend, PartCopyingBackend) and declared is None:
             raw = await self._backend.head_object(source.bucket, stored)
             _check_copy_range(source.byte_range, raw.size)  # InvalidRange first, as S3
             source.conditions.check_copy_source(self._versions.view(raw, version))
@@ -436,8 +507,9 @@ class ObjectService:
                                                   byte_range=source.byte_range) as stream:
             _check_copy_range(source.byte_range, stream.info.size)
             source.conditions.check_copy_source(self._versions.view(stream.info, version))
-            part = await multipart.upload_part(bucket, key, upload_id, part_number,
-                                               aiter(stream))
+            body = aiter(stream) if declared is None else \
+                ChecksummingBody(aiter(stream), declared.algorithm)
+            part = await multipart.upload_part(bucket, key, upload_id, part_number, body)
         return part, source_version
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
@@ -446,13 +518,27 @@ class ObjectService:
     async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
                                         parts: Sequence[CompletedPart], *,
                                         if_match: str | None = None,
-                                        if_none_match: str | None = None) -> ObjectInfo:
+                                        if_none_match: str | None = None,
+                                        checksum_type: str | None = None,
+                                        checksum: tuple[str, str] | None = None
+                                        ) -> ObjectInfo:
+        """Complete an upload. ``checksum_type`` and ``checksum`` (a full-object checksum
+        the client expects) and the part checksums named in ``parts`` are checked against
+        the upload's declared checksum before anything is committed."""
         multipart = self._multipart()
+        declared = await self.upload_checksum(bucket, key, upload_id)
+        if declared is not None:
+            check_object_checksum(declared, None, None, checksum_type)
+            chosen = check_completion(parts, await multipart.list_parts(bucket, key, upload_id),
+                                      min_part_size=0)
+            check_requested(declared, parts, chosen)
+            check_object_checksum(declared, object_checksum(declared, chosen), checksum, None)
 
         async def complete() -> ObjectInfo:
             return await multipart.complete_multipart_upload(
                 bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
-        return await self._versions.stamp_completed(bucket, key, complete)
+        async with self._guard.writing((bucket, key)):
+            return await self._versions.stamp_completed(bucket, key, complete)
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._multipart().abort_multipart_upload(bucket, key, upload_id)

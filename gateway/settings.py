@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     peers: list[str] = Field(default_factory=list)
     node_id: int | None = Field(default=None, ge=0)
     cluster_secret: str | None = None
+    # Bucket lifecycle (docs/s3-api.md, "Lifecycle"): seconds between two scans, and the
+    # length of a lifecycle "day" in seconds (86400 as S3; shorter only to test rules).
+    lifecycle_interval: float = Field(default=3600.0, gt=0)
+    lifecycle_day_seconds: float = Field(default=86_400.0, gt=0)
     # Worker processes serving the one listening port (docs/workers.md); 1: one process,
     # as without the option.
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)

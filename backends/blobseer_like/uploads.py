@@ -32,6 +32,7 @@ from backends.errors import BadDigest, InvalidDigest, NoSuchUpload, Precondition
 from backends.multipart import check_completion, completed_meta, multipart_etag
 from backends.posix.layout import check_bucket
 from backends.posix.oserrors import os_errors
+from backends.upload_checksums import part_checksum
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -81,7 +82,7 @@ class Uploads:
                           body: Body, content_md5: bytes | None) -> PartInfo:
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
-        await run_blocking(self._get, bucket, key, upload_id)
+        upload = await run_blocking(self._get, bucket, key, upload_id)
         writer = self._objects.writer()
         try:
             await writer.consume(body)
@@ -90,7 +91,7 @@ class Uploads:
                 raise BadDigest()
             part = await self._commit_part(
                 bucket, key, upload_id, part_number, chunks, writer.md5.hex(),
-                getattr(body, "checksum", None))
+                part_checksum(upload.meta, body))
         except BaseException:
             await writer.discard()
             raise

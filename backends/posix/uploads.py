@@ -55,6 +55,7 @@ from backends.posix.metadata import meta_from_json, meta_to_json
 from backends.posix.objects import ObjectStore
 from backends.posix.oserrors import os_errors
 from backends.posix.staging import StagedFile, commit_shielded, settled
+from backends.upload_checksums import part_checksum
 
 UPLOAD_MAGIC = "squall.upload"
 PART_MAGIC = "squall.part"
@@ -271,7 +272,7 @@ class UploadStore:
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
         with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
-            await run_blocking(self._load, bucket, key, upload_id)
+            upload = await run_blocking(self._load, bucket, key, upload_id)
         staged = self._objects.staged()
         try:
             with os_errors("UploadPart"):
@@ -281,7 +282,7 @@ class UploadStore:
             if content_md5 is not None and staged.md5 != content_md5:
                 raise BadDigest()
             part = PartInfo(part_number, staged.md5.hex(), st.st_size, st.st_mtime,
-                            getattr(body, "checksum", None))
+                            part_checksum(upload.meta, body))
             return await commit_shielded(staged, self._commit_part(bucket, upload_id,
                                                                    staged, part))
         finally:

@@ -207,8 +207,12 @@ class S3Backend:
                                         parts: Sequence[CompletedPart], *,
                                         if_match: str | None = None,
                                         if_none_match: str | None = None) -> ObjectInfo:
-        return await self._uploads.complete(bucket, key, upload_id, parts, if_match,
-                                            if_none_match)
+        info, meta = await self._uploads.complete(bucket, key, upload_id, parts, if_match,
+                                                  if_none_match)
+        if meta is None:
+            return info
+        # The object's checksum lives in its upstream metadata (see backends.s3.meta).
+        return await self.replace_metadata(bucket, key, meta)
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._uploads.abort(bucket, key, upload_id)

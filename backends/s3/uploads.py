@@ -10,6 +10,10 @@ ListMultipartUploads more.
 Part checksums (the S3 layer's verified ``(algorithm, value)``) are kept in memory for the
 upload's lifetime: upstreams differ in the checksums they accept on parts, and S3 has no
 per-part metadata. After a restart, parts list without checksums (see docs/s3-backend.md).
+The upload's metadata, with the checksum algorithm and type it declared
+(:mod:`backends.upload_checksums`), is kept the same way: the object's checksum is written
+into its upstream metadata after completion (a server-side copy onto itself), and after a
+restart an upload completes without one.
 """
 
 from __future__ import annotations
@@ -27,14 +31,14 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
-    final_meta,
 )
 from backends.errors import BadDigest, NoSuchBucket, NoSuchUpload, PreconditionFailed
-from backends.multipart import check_completion
+from backends.multipart import check_completion, completed_meta
 from backends.s3.errors import upstream
 from backends.s3.meta import write_params
 from backends.s3.spool import Spool
 from backends.s3.upstream import Upstream, b64
+from backends.upload_checksums import part_checksum, undeclared, upload_checksum
 
 
 def _ts(value: datetime | None) -> float:
@@ -48,6 +52,7 @@ class Uploads:
         self._up = up
         self._spool_dir = spool_dir
         self._checksums: dict[str, dict[int, tuple[str, str]]] = {}
+        self._metas: dict[str, ObjectMeta] = {}  # per upload id, as created
 
     def _target(self, bucket: str, key: str) -> dict[str, str]:
         loc = self._up.locate(bucket)
@@ -59,8 +64,10 @@ class Uploads:
         with upstream(bucket, key):
             # The object's checksum is its parts' composite one, not the one given here.
             response = await client.create_multipart_upload(
-                **self._target(bucket, key), **write_params(replace(meta, checksum=None)))
+                **self._target(bucket, key),
+                **write_params(replace(undeclared(meta), checksum=None)))
         upload_id = str(response["UploadId"])
+        self._metas[upload_id] = meta
         initiated = 0.0
         async for upload in self.iterate(bucket, prefix=key):  # S3 returns no timestamp
             if upload.upload_id == upload_id:
@@ -117,7 +124,7 @@ class Uploads:
             md5 = spool.md5.digest()
             if content_md5 is not None and content_md5 != md5:
                 raise BadDigest()
-            checksum = final_meta(ObjectMeta(), body).checksum
+            checksum = part_checksum(self._metas.get(upload_id, ObjectMeta()), body)
             client = await self._up.client()
             data = spool.memory() if spool.in_memory else await spool.file()
             with upstream(bucket, key, upload_id):
@@ -165,11 +172,20 @@ class Uploads:
 
     async def complete(self, bucket: str, key: str, upload_id: str,
                        parts: Sequence[CompletedPart], if_match: str | None,
-                       if_none_match: str | None) -> ObjectInfo:
+                       if_none_match: str | None) -> tuple[ObjectInfo, ObjectMeta | None]:
         """Validated here as S3 does (:func:`check_completion`, with Squall's minimum part
-        size) so every upstream reports the same errors, then completed upstream."""
+        size) so every upstream reports the same errors, then completed upstream.
+
+        Also returns the metadata to write onto the object when it must carry a checksum
+        (the upload declared one, or was created with one), else None.
+        """
         stored = await self._stored_parts(bucket, key, upload_id)
-        check_completion(parts, stored, min_part_size=self._up.config.min_part_size)
+        chosen = check_completion(parts, stored, min_part_size=self._up.config.min_part_size)
+        created = self._metas.get(upload_id)
+        wanted = None
+        if created is not None and (upload_checksum(created) is not None
+                                    or created.checksum is not None):
+            wanted = completed_meta(created, chosen)
         conditions = await self._up.conditions(bucket, key, if_match, if_none_match)
         client = await self._up.client()
         with upstream(bucket, key, upload_id):
@@ -179,9 +195,13 @@ class Uploads:
                                             "ETag": f'"{p.etag.strip(chr(34))}"'}
                                            for p in parts]})
         self._checksums.pop(upload_id, None)
+        self._metas.pop(upload_id, None)
         etag = str(done["ETag"]).strip('"')
         info = (await self._up.head(bucket, key)).info
-        return info if info.etag == etag else replace(info, etag=etag)
+        info = info if info.etag == etag else replace(info, etag=etag)
+        if wanted is None or wanted.checksum is None:
+            return info, None
+        return info, replace(info.meta, checksum=wanted.checksum)
 
     async def abort(self, bucket: str, key: str, upload_id: str) -> None:
         await self._check_upload(bucket, key, upload_id)
@@ -190,6 +210,7 @@ class Uploads:
             await client.abort_multipart_upload(**self._target(bucket, key),
                                                 UploadId=upload_id)
         self._checksums.pop(upload_id, None)
+        self._metas.pop(upload_id, None)
 
     async def iterate(self, bucket: str, *, prefix: str = "") -> AsyncIterator[UploadInfo]:
         """Uploads sorted by (key, initiated, upload id); NoSuchBucket on first step."""
@@ -203,8 +224,10 @@ class Uploads:
                 async for page in paginator.paginate(Bucket=loc.bucket,
                                                      Prefix=loc.list_position(prefix, prefix)):
                     for u in page.get("Uploads", []):
-                        found.append(UploadInfo(bucket, loc.squall_key(u["Key"]),
-                                                str(u["UploadId"]), _ts(u.get("Initiated"))))
+                        upload_id = str(u["UploadId"])
+                        found.append(UploadInfo(bucket, loc.squall_key(u["Key"]), upload_id,
+                                                _ts(u.get("Initiated")),
+                                                self._metas.get(upload_id, ObjectMeta())))
         except NoSuchBucket:
             raise NoSuchBucket(bucket) from None
         found.sort(key=lambda u: (u.key.encode(), u.initiated, u.upload_id))

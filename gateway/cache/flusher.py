@@ -17,8 +17,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from backends.base import Backend, CompletedPart, MultipartBackend
+from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta
 from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
+from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.index import Batch
@@ -32,6 +33,18 @@ log = logging.getLogger(__name__)
 
 _PART_PARALLELISM = 2
 _RETRY_BASE_S = 0.05
+
+
+def _upload_meta(entry: Entry) -> ObjectMeta:
+    """The metadata of the backend upload that writes a cached multipart object: a
+    full-object checksum is declared when every part carries a checksum of its algorithm,
+    so the backend combines it from them (a composite one is what the backend computes
+    anyway)."""
+    meta = entry.meta
+    if meta.checksum is None or checksum_type(meta.checksum[1]) != FULL_OBJECT or any(
+            s.checksum is None or s.checksum[0] != meta.checksum[0] for s in entry.segments):
+        return meta
+    return declare(meta, UploadChecksum(meta.checksum[0], FULL_OBJECT))
 
 
 class Flusher:
@@ -274,7 +287,7 @@ class Flusher:
         store.flush_creating[entry.bk] += 1  # hidden from listings before its id is known
         try:
             upload = await inner.create_multipart_upload(entry.bucket, entry.key,
-                                                         meta=entry.meta)
+                                                         meta=_upload_meta(entry))
         finally:
             store.flush_creating[entry.bk] -= 1
             if not store.flush_creating[entry.bk]:

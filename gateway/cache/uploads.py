@@ -37,6 +37,7 @@ from backends.multipart import (
     completed_meta,
     multipart_etag,
 )
+from backends.upload_checksums import part_checksum
 from gateway.cache.backend_parts import BackendParts
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch
@@ -128,7 +129,7 @@ class CachedUploads:
                 await tier.admit(None, require=True)
             spooled = await spool(store, body, content_md5=content_md5,
                                   on_bytes=tier.count_ingest, retry_after=tier.retry_after)
-            return await self._cache_part(upload_id, part_number, spooled, body, None)
+            return await self._cache_part(upload, part_number, spooled, body, None)
         await remote.ready()
         declared = getattr(body, "declared_length", None)
         await tier.admit(declared)
@@ -151,13 +152,18 @@ class CachedUploads:
                                                   origin=body)
                 finally:
                     await spooled.discard(store)
-            return await self._cache_part(upload_id, part_number, spooled, body, started)
+            return await self._cache_part(upload, part_number, spooled, body, started)
 
-    async def _cache_part(self, upload_id: str, part_number: int, spooled: Spooled,
+    async def _cache_part(self, upload: Upload, part_number: int, spooled: Spooled,
                           body: AsyncIterator[bytes], started: float | None) -> PartInfo:
         """Record a spooled part, replacing a part of that number wherever it lived."""
         tier, store, remote = self._tier, self._store, self._backend
-        checksum = getattr(body, "checksum", None)
+        upload_id = upload.upload_id
+        try:
+            checksum = part_checksum(upload.meta, body)
+        except BaseException:
+            await spooled.discard(store)
+            raise
         segment = replace(spooled.segment, checksum=checksum)
         part = Part(part_number=part_number, etag=segment.md5, size=segment.size,
                     last_modified=store.now(), segment=segment, checksum=checksum)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect, Request
@@ -32,15 +32,17 @@ class S3Request:
     def resource(self) -> str:
         return f"/{self.bucket}/{self.key}" if self.key else f"/{self.bucket}"
 
-    def body(self) -> RequestBody:
-        """The verified request body (aws-chunked decoded, checksums checked at the end)."""
-        return request_body(_raw_stream(self.request), self.headers, self.auth)
+    def body(self, headers: Mapping[str, str] | None = None) -> RequestBody:
+        """The verified request body (aws-chunked decoded, checksums checked at the end);
+        ``headers`` replaces the request's headers for the checks."""
+        return request_body(_raw_stream(self.request),
+                            self.headers if headers is None else headers, self.auth)
 
-    async def read_document(self) -> bytes:
+    async def read_document(self, headers: Mapping[str, str] | None = None) -> bytes:
         """A small request document (XML), fully read and verified; bounded in size."""
         chunks: list[bytes] = []
         total = 0
-        async for chunk in self.body():
+        async for chunk in self.body(headers):
             total += len(chunk)
             if total > MAX_XML_BODY:
                 raise MalformedXML("The XML document is too large.")

@@ -18,7 +18,15 @@ from backends.errors import StorageError
 from gateway.metrics import Metrics
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, InvalidRequest, s3_error_for
-from gateway.s3api.handlers import buckets, cors, multipart, objects, tagging
+from gateway.s3api.handlers import (
+    attributes,
+    buckets,
+    cors,
+    lifecycle,
+    multipart,
+    objects,
+    tagging,
+)
 from gateway.s3api.responses import error_response
 from gateway.s3api.routing import Level, route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
@@ -30,7 +38,8 @@ access_log = logging.getLogger("squall.access")
 
 Handler = Callable[[S3Request], Awaitable[Response]]
 HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS,
-                                **cors.HANDLERS, **tagging.HANDLERS}
+                                **cors.HANDLERS, **tagging.HANDLERS, **lifecycle.HANDLERS,
+                                **attributes.HANDLERS}
 # The context of an unsigned CORS preflight (its handler reads no body).
 ANONYMOUS = AuthContext(access_key="", region="", amz_date="", scope="", signing_key=b"",
                         seed_signature="", payload_mode=PayloadMode.UNSIGNED,

@@ -183,10 +183,15 @@ class BadRequest(ProtocolError):
     """Bad Request."""
 
 
+class NoSuchLifecycleConfiguration(ProtocolError):
+    """The lifecycle configuration does not exist."""
+
+
 _TABLE.update({
     NoSuchCORSConfiguration: S3ErrorSpec("NoSuchCORSConfiguration", 404),
     CORSForbidden: S3ErrorSpec("AccessForbidden", 403),
     BadRequest: S3ErrorSpec("BadRequest", 400),
+    NoSuchLifecycleConfiguration: S3ErrorSpec("NoSuchLifecycleConfiguration", 404),
     se.NoSuchVersion: S3ErrorSpec("NoSuchVersion", 404),
     se.InvalidWriteOffset: S3ErrorSpec("InvalidWriteOffset", 400),
     se.InvalidRequestForObject: S3ErrorSpec("InvalidRequest", 400),

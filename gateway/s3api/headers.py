@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from backends.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
 from backends.errors import InvalidDigest
 from backends.multipart import PART_LAYOUT
+from backends.upload_checksums import UPLOAD_CHECKSUM, checksum_type
 from gateway.conditions import Conditions
 from gateway.s3api.errors import (
     InvalidArgument,
@@ -23,7 +24,7 @@ from gateway.service import CopySource
 
 MAX_USER_METADATA = 2048
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
-RESERVED_METADATA = frozenset({PART_LAYOUT})
+RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM})
 MAX_TAGS = 10
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _CONTENT_HEADERS = (
@@ -199,4 +200,5 @@ def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str
     if checksum_mode and meta.checksum is not None:
         algorithm, value = meta.checksum
         out[f"x-amz-checksum-{algorithm.lower()}"] = value
+        out["x-amz-checksum-type"] = checksum_type(value)
     return out

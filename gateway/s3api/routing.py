@@ -44,6 +44,9 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("PUT", Level.BUCKET, "tagging"): "PutBucketTagging",
     ("GET", Level.BUCKET, "tagging"): "GetBucketTagging",
     ("DELETE", Level.BUCKET, "tagging"): "DeleteBucketTagging",
+    ("PUT", Level.BUCKET, "lifecycle"): "PutBucketLifecycleConfiguration",
+    ("GET", Level.BUCKET, "lifecycle"): "GetBucketLifecycleConfiguration",
+    ("DELETE", Level.BUCKET, "lifecycle"): "DeleteBucketLifecycle",
     ("PUT", Level.OBJECT, ""): "PutObject",
     ("GET", Level.OBJECT, ""): "GetObject",
     ("HEAD", Level.OBJECT, ""): "HeadObject",
@@ -56,6 +59,7 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("GET", Level.OBJECT, "tagging"): "GetObjectTagging",
     ("PUT", Level.OBJECT, "tagging"): "PutObjectTagging",
     ("DELETE", Level.OBJECT, "tagging"): "DeleteObjectTagging",
+    ("GET", Level.OBJECT, "attributes"): "GetObjectAttributes",
 }
 
 # Operations that are variants of a route, chosen by a header or query value.

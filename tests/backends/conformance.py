@@ -18,6 +18,7 @@ implementation.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import random
 import uuid
@@ -33,6 +34,7 @@ from backends.base import (
     ObjectStream,
     RangeRequest,
 )
+from backends.checksums import new_hasher
 from backends.errors import (
     BadDigest,
     BucketAlreadyOwnedByYou,
@@ -41,12 +43,20 @@ from backends.errors import (
     InvalidPart,
     InvalidPartOrder,
     InvalidRange,
+    InvalidRequestForObject,
     NoSuchBucket,
     NoSuchKey,
     NoSuchUpload,
     PreconditionFailed,
 )
 from backends.multipart import PART_LAYOUT, multipart_etag, part_sizes
+from backends.upload_checksums import (
+    COMPOSITE,
+    FULL_OBJECT,
+    UPLOAD_CHECKSUM,
+    UploadChecksum,
+    declare,
+)
 
 MiB = 1 << 20
 
@@ -656,6 +666,48 @@ class BackendConformance:
         [listed] = await backend.list_parts(bucket, "k", uid)
         assert (listed.part_number, listed.etag, listed.checksum) == (
             3, md5_hex(b"abc"), ("CRC32C", "Y2hr"))
+
+    @pytest.mark.parametrize(("algorithm", "kind"), [("SHA256", COMPOSITE),
+                                                     ("CRC32C", FULL_OBJECT)])
+    async def test_declared_upload_checksum(self, backend: Any, bucket: str, algorithm: str,
+                                            kind: str) -> None:
+        # Checksums as the S3 layer's bodies report them (values computed for real, so a
+        # full-object CRC combined from the parts can be compared with the whole one).
+        def value(data: bytes) -> tuple[str, str]:
+            hasher = new_hasher(algorithm)
+            hasher.update(data)
+            return algorithm, hasher.b64digest()
+
+        meta = declare(ObjectMeta(user={"run": "1"}), UploadChecksum(algorithm, kind))
+        upload = await backend.create_multipart_upload(bucket, "ck", meta=meta)
+        uid = upload.upload_id
+        with pytest.raises(InvalidRequestForObject):
+            await backend.upload_part(bucket, "ck", uid, 1, body_of(b"no checksum"))
+        with pytest.raises(InvalidRequestForObject):
+            await backend.upload_part(bucket, "ck", uid, 1,
+                                      ChecksumBody(b"other", ("CRC64NVME", "AAAAAAAAAAA=")))
+        assert await backend.list_parts(bucket, "ck", uid) == []
+        datas = [blob(self.min_part_size, seed=7), blob(999, seed=8)]
+        done = []
+        for number, data in enumerate(datas, start=1):
+            part = await backend.upload_part(bucket, "ck", uid, number,
+                                             ChecksumBody(data, value(data)))
+            assert part.checksum == value(data)
+            done.append(CompletedPart(number, part.etag))
+        info = await backend.complete_multipart_upload(bucket, "ck", uid, done)
+        whole = b"".join(datas)
+        if kind == FULL_OBJECT:
+            expected = value(whole)
+        else:
+            hasher = new_hasher(algorithm)
+            for data in datas:
+                hasher.update(base64.b64decode(value(data)[1]))
+            expected = (algorithm, f"{hasher.b64digest()}-2")
+        assert info.meta.checksum == expected
+        head = await backend.head_object(bucket, "ck")
+        assert head.meta.checksum == expected
+        assert UPLOAD_CHECKSUM not in head.meta.user and head.meta.user["run"] == "1"
+        assert await self.get(backend, bucket, "ck") == whole
 
     async def test_complete_conditions(self, backend: Any, bucket: str) -> None:
         await self.put(backend, bucket, "k", b"existing")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from starlette.responses import Response
 
+from backends.errors import BucketAlreadyOwnedByYou
 from gateway.listing import ListPage
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
@@ -23,6 +24,8 @@ from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
 
 MAX_DELETE_KEYS = 1000
+#: where S3 keeps answering 200 to re-creating a bucket one owns
+LEGACY_REGION = "us-east-1"
 MAX_BUCKETS = 10_000
 
 
@@ -66,7 +69,12 @@ async def create_bucket(req: S3Request) -> Response:
     document = await req.read_document()
     if document.strip():
         parse(document, "CreateBucketConfiguration")  # validates; any region is served here
-    await req.service.create_bucket(req.bucket)
+    try:
+        await req.service.create_bucket(req.bucket)
+    except BucketAlreadyOwnedByYou:
+        if req.auth.region != LEGACY_REGION:
+            raise
+        # S3 in us-east-1 answers 200 to re-creating a bucket one owns (legacy).
     return empty_response(200, {"location": f"/{req.bucket}"})
 
 
@@ -82,7 +90,7 @@ async def delete_bucket(req: S3Request) -> Response:
 
 async def get_bucket_location(req: S3Request) -> Response:
     await req.service.head_bucket(req.bucket)
-    region = "" if req.auth.region == "us-east-1" else req.auth.region
+    region = "" if req.auth.region == LEGACY_REGION else req.auth.region
     return xml_response("LocationConstraint", [esc(region)])
 
 

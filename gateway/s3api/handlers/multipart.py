@@ -6,6 +6,7 @@ from starlette.responses import Response
 
 from backends.base import CompletedPart
 from backends.multipart import MAX_PART_NUMBER
+from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
@@ -29,10 +30,12 @@ def _part_number(req: S3Request) -> int:
 
 
 async def create_multipart_upload(req: S3Request) -> Response:
-    upload = await req.service.create_multipart_upload(req.bucket, req.key,
-                                                       meta=h.object_meta(req.headers))
+    spec = ch.upload_checksum(req.headers)
+    upload = await req.service.create_multipart_upload(
+        req.bucket, req.key, meta=h.object_meta(req.headers), checksum=spec)
     parts = [el("Bucket", req.bucket), el("Key", req.key), el("UploadId", upload.upload_id)]
-    return xml_response("InitiateMultipartUploadResult", parts)
+    return xml_response("InitiateMultipartUploadResult", parts,
+                        headers=ch.upload_headers(spec))
 
 
 async def upload_part(req: S3Request) -> Response:
@@ -52,26 +55,32 @@ async def upload_part_copy(req: S3Request) -> Response:
     headers = {} if source_version is None else \
         {"x-amz-copy-source-version-id": source_version}
     return xml_response("CopyPartResult", [el("LastModified", iso8601(part.last_modified)),
-                                           el("ETag", f'"{part.etag}"')], headers=headers)
+                                           el("ETag", f'"{part.etag}"'),
+                                           ch.checksum_elements(part.checksum,
+                                                                with_type=False)],
+                        headers=headers)
 
 
 async def complete_multipart_upload(req: S3Request) -> Response:
-    root = parse(await req.read_document(), "CompleteMultipartUpload")
+    checksum_type = ch.requested_type(req.headers)
+    expected = ch.object_checksum(req.headers)
+    root = parse(await req.read_document(ch.without_checksum_headers(req.headers)),
+                 "CompleteMultipartUpload")
     requested = []
     for node in root.findall("Part"):
         number = (text(node, "PartNumber", required=True) or "").strip()
         etag = (text(node, "ETag", required=True) or "").strip()
         if not number.isdigit():
             raise MalformedXML("PartNumber must be an integer.")
-        requested.append(CompletedPart(int(number), etag.strip('"')))
+        requested.append(CompletedPart(int(number), etag.strip('"'), ch.part_checksums(node)))
     if_match = req.headers.get("if-match")
     info = await req.service.complete_multipart_upload(
         req.bucket, req.key, _upload_id(req), requested,
-        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
+        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req),
+        checksum_type=checksum_type, checksum=expected)
     parts = [el("Location", f"/{req.bucket}/{req.key}"), el("Bucket", req.bucket),
-             el("Key", req.key), el("ETag", f'"{info.etag}"')]
-    if info.meta.checksum is not None:
-        parts.append(el(f"Checksum{info.meta.checksum[0]}", info.meta.checksum[1]))
+             el("Key", req.key), el("ETag", f'"{info.etag}"'),
+             ch.checksum_elements(info.meta.checksum)]
     return xml_response("CompleteMultipartUploadResult", parts,
                         headers={k: v for k, v in write_headers(info).items() if k != "etag"})
 
@@ -87,16 +96,20 @@ async def list_parts(req: S3Request) -> Response:
     marker = req.int_query("part-number-marker", 0)
     parts = [p for p in await req.service.list_parts(req.bucket, req.key, upload_id)
              if p.part_number > marker]
+    spec = await req.service.upload_checksum(req.bucket, req.key, upload_id)
     page, truncated = parts[:max_parts], len(parts) > max_parts
     items = "".join(
         f"<Part>{el('PartNumber', p.part_number)}{el('LastModified', iso8601(p.last_modified))}"
-        f"{el('ETag', chr(34) + p.etag + chr(34))}{el('Size', p.size)}</Part>" for p in page)
+        f"{el('ETag', chr(34) + p.etag + chr(34))}{el('Size', p.size)}"
+        f"{ch.checksum_elements(p.checksum, with_type=False)}</Part>" for p in page)
+    declared = "" if spec is None else \
+        el("ChecksumAlgorithm", spec.algorithm) + el("ChecksumType", spec.type)
     out = [el("Bucket", req.bucket), el("Key", req.key), el("UploadId", upload_id),
            el("PartNumberMarker", marker),
            opt("NextPartNumberMarker", page[-1].part_number if truncated else None),
            el("MaxParts", max_parts), el("IsTruncated", str(truncated).lower()),
            INITIATOR, OWNER,
-           "<StorageClass>STANDARD</StorageClass>", items]
+           "<StorageClass>STANDARD</StorageClass>", declared, items]
     return xml_response("ListPartsResult", out)
 
 

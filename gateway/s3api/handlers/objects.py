@@ -9,6 +9,7 @@ from backends.errors import NotModified
 from backends.multipart import MAX_PART_NUMBER, parts_count
 from gateway.parts import part_range
 from gateway.s3api import headers as h
+from gateway.s3api.checksum_headers import object_checksum_headers
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
     InvalidArgument,
@@ -44,9 +45,7 @@ def write_headers(info: ObjectInfo) -> dict[str, str]:
     out = {"etag": f'"{info.etag}"'}
     if info.version_id is not None and info.version_id != NULL:
         out["x-amz-version-id"] = info.version_id
-    if info.meta.checksum is not None:
-        algorithm, value = info.meta.checksum
-        out[f"x-amz-checksum-{algorithm.lower()}"] = value
+    out.update(object_checksum_headers(info))
     return out
 
 

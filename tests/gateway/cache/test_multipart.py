@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import pytest
 
 from backends.base import CompletedPart, RangeRequest
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
 from backends.multipart import multipart_etag
+from backends.upload_checksums import FULL_OBJECT, UploadChecksum, declare
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,
@@ -140,3 +144,22 @@ async def test_part_checksums_give_the_composite_checksum_in_cache_and_backend(
     await tier.wait_flushed()
     stored = await env.backend().head_object(BUCKET, "ck")
     assert (stored.etag, stored.meta.checksum) == (info.etag, info.meta.checksum)
+
+
+async def test_declared_full_object_checksum_survives_the_flush(env: Env) -> None:
+    tier = await env.tier()
+    meta = declare(META, UploadChecksum("CRC32", FULL_OBJECT))
+    up = await tier.create_multipart_upload(BUCKET, "fo", meta=meta)
+    data = [payload(5 * KiB, 2), b"the tail"]
+
+    def crc(chunk: bytes) -> tuple[str, str]:
+        return "CRC32", base64.b64encode(zlib.crc32(chunk).to_bytes(4, "big")).decode()
+    infos = [await tier.upload_part(BUCKET, "fo", up.upload_id, n + 1,
+                                    _VerifyingBody(d, crc(d)))  # type: ignore[arg-type]
+             for n, d in enumerate(data)]
+    info = await tier.complete_multipart_upload(
+        BUCKET, "fo", up.upload_id, [CompletedPart(i.part_number, i.etag) for i in infos])
+    assert info.meta.checksum == crc(b"".join(data))
+    await tier.wait_flushed()
+    stored = await env.backend().head_object(BUCKET, "fo")
+    assert (stored.etag, stored.meta.checksum) == (info.etag, crc(b"".join(data)))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import uuid
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.conftest import make_client
 from tests.gateway.s3api.test_objects_api import code_of
+from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 
 def test_bucket_lifecycle(s3) -> None:
@@ -16,8 +19,14 @@ def test_bucket_lifecycle(s3) -> None:
     s3.create_bucket(Bucket=name)
     assert name in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.head_bucket(Bucket=name)
+    # Re-creating one's own bucket: 200 in us-east-1 (S3's legacy answer), 409 elsewhere.
+    assert s3.create_bucket(Bucket=name)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    elsewhere = boto3.client("s3", endpoint_url=s3.meta.endpoint_url, region_name="eu-west-1",
+                             aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+                             config=Config(s3={"addressing_style": "path"}))
     with pytest.raises(ClientError) as exc:
-        s3.create_bucket(Bucket=name)
+        elsewhere.create_bucket(Bucket=name, CreateBucketConfiguration={
+            "LocationConstraint": "eu-west-1"})
     assert code_of(exc) == ("BucketAlreadyOwnedByYou", 409)
     s3.put_object(Bucket=name, Key="k", Body=b"x")
     with pytest.raises(ClientError) as exc:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -410,3 +412,49 @@ def test_bucket_tagging_and_list_buckets_prefix(aws: Cli, s3: Any, bucket: str) 
     paged = _json(aws("s3api", "list-buckets", "--page-size", "1", "--prefix",
                       bucket[:6]).stdout)
     assert bucket in [b["Name"] for b in paged["Buckets"]]
+
+
+def test_multipart_full_object_checksum(aws: Cli, s3: Any, bucket: str,
+                                        tmp_path: Path) -> None:
+    parts = [payload(5 * MiB, "fo1"), payload(4321, "fo2")]
+    proc = aws("s3api", "create-multipart-upload", "--bucket", bucket, "--key", "fo",
+               "--checksum-algorithm", "SHA1", "--checksum-type", "FULL_OBJECT", ok=False)
+    assert "(InvalidRequest)" in proc.stderr, proc.stderr
+    created = _json(aws("s3api", "create-multipart-upload", "--bucket", bucket, "--key", "fo",
+                        "--checksum-algorithm", "CRC32", "--checksum-type",
+                        "FULL_OBJECT").stdout)
+    assert (created["ChecksumAlgorithm"], created["ChecksumType"]) == ("CRC32", "FULL_OBJECT")
+    upload_id = created["UploadId"]
+    done = []
+    for n, data in enumerate(parts, start=1):
+        f = tmp_path / f"fo{n}"
+        f.write_bytes(data)
+        res = _json(aws("s3api", "upload-part", "--bucket", bucket, "--key", "fo",
+                        "--upload-id", upload_id, "--part-number", str(n), "--body", str(f),
+                        "--checksum-algorithm", "CRC32").stdout)
+        done.append({"PartNumber": n, "ETag": res["ETag"], "ChecksumCRC32": res["ChecksumCRC32"]})
+    whole = s3_checksum_crc32(b"".join(parts))
+
+    def complete(*extra: str, ok: bool = False) -> Any:
+        return aws("s3api", "complete-multipart-upload", "--bucket", bucket, "--key", "fo",
+                   "--upload-id", upload_id, "--multipart-upload",
+                   json.dumps({"Parts": done}), *extra, ok=ok)
+
+    wrong = s3_checksum_crc32(b"not the object")
+    proc = complete("--checksum-crc32", wrong, "--checksum-type", "FULL_OBJECT")
+    assert "(BadDigest)" in proc.stderr, proc.stderr
+    res = _json(complete("--checksum-crc32", whole, "--checksum-type", "FULL_OBJECT",
+                         ok=True).stdout)
+    assert (res["ChecksumCRC32"], res["ChecksumType"]) == (whole, "FULL_OBJECT")
+    attrs = _json(aws("s3api", "get-object-attributes", "--bucket", bucket, "--key", "fo",
+                      "--object-attributes", "Checksum", "ObjectParts", "ObjectSize").stdout)
+    assert attrs["Checksum"] == {"ChecksumCRC32": whole, "ChecksumType": "FULL_OBJECT"}
+    assert attrs["ObjectParts"]["TotalPartsCount"] == 2
+    assert [p["Size"] for p in attrs["ObjectParts"]["Parts"]] == [len(p) for p in parts]
+    assert attrs["ObjectSize"] == sum(len(p) for p in parts)
+    body = s3.get_object(Bucket=bucket, Key="fo")["Body"].read()
+    assert sha256(body) == sha256(b"".join(parts))
+
+
+def s3_checksum_crc32(data: bytes) -> str:
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()

@@ -1,0 +1,47 @@
+"""A body that computes an additional checksum of the bytes passing through it.
+
+Used where the gateway itself produces a part's bytes (UploadPartCopy streamed through it)
+and the upload needs that part's checksum: once exhausted, ``checksum`` is
+``(ALGORITHM, base64)``, the attribute backends read from request bodies
+(:func:`backends.base.final_meta`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+
+from backends.blocking import run_blocking
+from backends.checksums import new_hasher
+
+# Hash larger chunks in a worker thread (as the S3 layer does for request bodies).
+_OFFLOAD_BYTES = 64 * 1024
+
+
+class ChecksummingBody:
+    """``AsyncIterator[bytes]`` over ``source`` that learns its ``algorithm`` checksum."""
+
+    __slots__ = ("_algorithm", "_hasher", "_source", "checksum")
+
+    def __init__(self, source: AsyncIterator[bytes], algorithm: str) -> None:
+        self._source = source
+        self._algorithm = algorithm
+        self._hasher = new_hasher(algorithm)
+        self.checksum: tuple[str, str] | None = None
+
+    def __aiter__(self) -> ChecksummingBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._source.__anext__()
+        except StopAsyncIteration:
+            if self.checksum is None:
+                self.checksum = (self._algorithm,
+                                 base64.b64encode(self._hasher.digest()).decode("ascii"))
+            raise
+        if len(chunk) >= _OFFLOAD_BYTES:
+            await run_blocking(self._hasher.update, chunk)
+        else:
+            self._hasher.update(chunk)
+        return chunk
