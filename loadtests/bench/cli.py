@@ -1,8 +1,10 @@
 """``python -m loadtests.bench``: Squall configurations side by side with direct posix I/O.
 
 For each configuration (``--config NAME=ARGS``, repeatable) the driver starts
-``squall serve`` in its own temporary data directory on a free loopback port, waits for
-``/_squall/health``, runs every workload against it and stops it by PID. The baseline runs
+``squall serve`` in its own temporary data directory on a free loopback port and waits for
+``/_squall/health``; peers and given endpoints join them. Every workload then runs on
+every server before the next workload (the servers' order turns by one per workload),
+and the servers are stopped by PID at the end. The baseline runs
 the same workloads straight against a posix directory (temp file + fsync + rename, read
 back) with as many threads as the workload has clients. One table is printed to stdout
 (progress goes to stderr), with ``--markdown`` as a Markdown table.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import shlex
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -218,6 +222,17 @@ def _report(column: str, row: Row, result: Result) -> None:
     _say(f"[{column}] {row.title}: {result.value(row.unit):.1f} {row.unit}{extra}")
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A server the rows run against: started by the driver (``pid`` known) or given."""
+
+    name: str
+    endpoint: str
+    pid: int | None
+    fsync: bool | None
+    failure: str | None = None  # why it could not be started
+
+
 class Driver:
     """Runs every row against every target and collects the results."""
 
@@ -240,27 +255,42 @@ class Driver:
         shutil.rmtree(root, ignore_errors=True)
         return results
 
-    def against(self, name: str, endpoint: str, pid: int | None = None) -> dict[str, Result]:
-        """Every row against ``endpoint``; ``pid``: the server, for CPU per operation."""
-        results: dict[str, Result] = {}
-        for row in self.rows:
-            try:
-                runs = []
-                for _ in range(self.args.repeat):
-                    before = cache_counters(endpoint)
-                    runs.append(self._one(name, endpoint, row, pid))
-                    settled = wait_settled(endpoint)
-                    if settled is not None and settled >= 1:
-                        _say(f"[{name}] {row.title}: {settled:.1f}s to flush what it left")
-                    after = cache_counters(endpoint)
-                    if before is not None and after is not None:
-                        _say(f"[{name}] {row.title}: " + ", ".join(
-                            f"{what} {after[what] - before[what]}" for what in after))
-                results[row.key] = median_run(runs, row.unit)
-            except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
-                results[row.key] = str(exc)
-            _report(name, row, results[row.key])
+    def run(self, targets: Sequence[Target]) -> dict[str, dict[str, Result]]:
+        """Every row against every target, interleaved: each workload runs on all targets
+        before the next one, and the order of the targets turns by one per workload, so
+        no target always runs first (after a cold start, or another's write-back)."""
+        results: dict[str, dict[str, Result]] = {t.name: {} for t in targets}
+        live = [t for t in targets if t.failure is None]
+        for index, row in enumerate(self.rows):
+            shift = index % len(live) if live else 0
+            for target in live[shift:] + live[:shift]:
+                results[target.name][row.key] = self.measure(target, row)
+        for target in targets:
+            if target.failure is not None:
+                results[target.name] = {row.key: target.failure for row in self.rows}
         return results
+
+    def measure(self, target: Target, row: Row) -> Result:
+        """One row against one target (median of ``--repeat`` runs), reported."""
+        name, endpoint = target.name, target.endpoint
+        result: Result
+        try:
+            runs = []
+            for _ in range(self.args.repeat):
+                before = cache_counters(endpoint)
+                runs.append(self._one(name, endpoint, row, target.pid))
+                settled = wait_settled(endpoint)
+                if settled is not None and settled >= 1:
+                    _say(f"[{name}] {row.title}: {settled:.1f}s to flush what it left")
+                after = cache_counters(endpoint)
+                if before is not None and after is not None:
+                    _say(f"[{name}] {row.title}: " + ", ".join(
+                        f"{what} {after[what] - before[what]}" for what in after))
+            result = median_run(runs, row.unit)
+        except (TargetError, WarpFailed, LocustFailed, OSError) as exc:
+            result = str(exc)
+        _report(name, row, result)
+        return result
 
     def _one(self, name: str, endpoint: str, row: Row, pid: int | None) -> Measurement:
         cpu = partial(cpu_seconds, pid) if pid is not None else None
@@ -300,26 +330,27 @@ class Driver:
             "SQUALL_SECRET_KEY": self.credentials.secret_key,
         }
 
-    def peer(self, name: str) -> Column:
-        """A peer server (MinIO, versitygw) started for this run, measured, stopped."""
+    def start_peer(self, stack: contextlib.ExitStack, name: str) -> Target:
+        """A peer server (MinIO, versitygw) started for this run (stopped with ``stack``)."""
         spec = PEERS[name]
         base = self.workdir / f"peer-{name}"
+        if not self.args.keep:
+            stack.callback(shutil.rmtree, base, True)
         try:
             server = peer_server(spec, self.credentials, base)
             _say(f"[{name}] starting: {' '.join(server.argv)}")
-            with server:
-                results = self.against(name, server.endpoint, server.pid)
+            stack.enter_context(server)
         except (ServerFailed, ValueError) as exc:
             _say(f"[{name}] {exc}")
-            results = {row.key: f"server failed: {exc}" for row in self.rows}
-        finally:
-            if not self.args.keep:
-                shutil.rmtree(base, ignore_errors=True)
-        return Column(name, spec.fsync, results)
+            return Target(name, "", None, spec.fsync, failure=f"server failed: {exc}")
+        return Target(name, server.endpoint, server.pid, spec.fsync)
 
-    def gateway(self, config: GatewayConfig) -> Column:
+    def start_gateway(self, stack: contextlib.ExitStack, config: GatewayConfig) -> Target:
+        """``squall serve`` with ``config`` in its own directory (stopped with ``stack``)."""
         base = self.workdir / config.name
         (base / "backend").mkdir(parents=True, exist_ok=True)
+        if not self.args.keep:
+            stack.callback(shutil.rmtree, base, True)
         port = free_port()
         argv = server_command(
             self.args.server_cmd,
@@ -339,16 +370,12 @@ class Driver:
         _say(f"[{config.name}] starting: {' '.join(argv)}")
         fsync = config.fsync(squall=self.args.server_cmd == SQUALL_TEMPLATE)
         try:
-            with server:
-                fsync = fsync_reported(server.endpoint, fsync)
-                results = self.against(config.name, server.endpoint, server.pid)
+            stack.enter_context(server)
         except ServerFailed as exc:
             _say(f"[{config.name}] {exc}")
-            results = {row.key: f"server failed: {exc}" for row in self.rows}
-        finally:
-            if not self.args.keep:
-                shutil.rmtree(base, ignore_errors=True)
-        return Column(config.name, fsync, results)
+            return Target(config.name, "", None, fsync, failure=f"server failed: {exc}")
+        return Target(config.name, server.endpoint, server.pid,
+                      fsync_reported(server.endpoint, fsync))
 
 
 def _rows(args: argparse.Namespace) -> list[Row]:
@@ -417,11 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         driver = Driver(args, rows, workdir)
         baseline = {} if args.no_baseline else driver.baseline()
-        columns = [driver.gateway(c) for c in configs]
-        columns += [driver.peer(name) for name in peers]
-        for name, url in endpoints:
-            fsync = fsync_reported(url, None)
-            columns.append(Column(name, fsync, driver.against(name, url)))
+        with contextlib.ExitStack() as stack:
+            targets = [driver.start_gateway(stack, c) for c in configs]
+            targets += [driver.start_peer(stack, name) for name in peers]
+            targets += [Target(name, url, None, fsync_reported(url, None))
+                        for name, url in endpoints]
+            results = driver.run(targets)
+        columns = [Column(t.name, t.fsync, results[t.name]) for t in targets]
     finally:
         if args.keep:
             _say(f"bench: data and logs kept in {workdir}")

@@ -112,13 +112,17 @@ def test_tool_warp_runs_warp_with_the_shapes(endpoint: str, tmp_path: Path) -> N
     assert cells[0][:2] == ["PUT 64KiB x1", "MiB/s"] and cells[0][3] == "123"
     assert cells[1][:2] == ["GET/PUT/STAT/DELETE 16KiB x2", "ops/s"] and cells[1][3] == "1000"
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [c[0] for c in calls] == ["put", "mixed", "put", "mixed"]  # config, then external
+    # each workload on every server before the next; the order turns by one per workload
+    assert [c[0] for c in calls] == ["put", "put", "mixed", "mixed"]
     put = calls[0]
     assert put[put.index("--obj.size") + 1] == "64KiB"
     assert put[put.index("--concurrent") + 1] == "1"
     assert put[put.index("--access-key") + 1] == ACCESS_KEY
     assert put[-1] == "--noclear"
-    assert calls[3][calls[3].index("--host") + 1] == endpoint.removeprefix("http://")
+    hosts = [c[c.index("--host") + 1] for c in calls]
+    external = endpoint.removeprefix("http://")
+    assert hosts[0] != external and hosts[1] == external  # put: config, then external
+    assert hosts[2] == external and hosts[3] == hosts[0]  # mixed: external first
 
 
 def test_repeated_runs_keep_the_median() -> None:
