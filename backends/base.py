@@ -318,3 +318,12 @@ class ElasticBackend(Protocol):
 
     def status(self) -> dict[str, object]:
         """What ``/_squall/status`` reports about the store."""
+
+
+@runtime_checkable
+class ProbedBackend(Protocol):
+    """A store behind a network link, whose reachability can be checked cheaply."""
+
+    async def probe(self) -> str | None:
+        """None when the store answers (whatever it answers), else why it cannot be
+        reached. Never raises for an unreachable store."""

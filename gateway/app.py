@@ -67,6 +67,9 @@ def build_app(components: Components) -> ASGIApp:
             else None
         if problem is not None:
             return JSONResponse({"status": "unhealthy", "reason": problem}, status_code=503)
+        if components.watch is not None and components.watch.problem is not None:
+            return JSONResponse({"status": "degraded", "reason": "backend unreachable: "
+                                 + components.watch.problem}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     @app.get("/_squall/metrics")

@@ -80,6 +80,27 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     k.add_argument("--cluster-secret", help="shared secret authenticating peer traffic "
                                             "(required with more than one member; prefer "
                                             "SQUALL_CLUSTER_SECRET: flags show in ps)")
+    lim = p.add_argument_group("limits and timeouts (see docs/s3-api.md, \"Limits\"; 0 = off)")
+    lim.add_argument("--header-timeout", type=float,
+                     help="seconds a client has to send a request line and headers "
+                          "(default 30)")
+    lim.add_argument("--body-idle-timeout", type=float,
+                     help="seconds a request body may stall before 400 RequestTimeout "
+                          "(default 60)")
+    lim.add_argument("--keep-alive-timeout", type=float,
+                     help="seconds an idle kept-alive connection stays open (default 5)")
+    lim.add_argument("--max-header-bytes", type=int,
+                     help="request line and headers, in bytes (default 65536); more: 400 "
+                          "RequestHeaderSectionTooLarge")
+    lim.add_argument("--max-header-count", type=int,
+                     help="headers of one request (default 300)")
+    lim.add_argument("--max-connections", type=int,
+                     help="open client connections per process (default 1024); more are "
+                          "closed at once")
+    lim.add_argument("--max-requests", type=int,
+                     help="requests in flight per process (default 512); more: 503 SlowDown")
+    lim.add_argument("--backend-probe-interval", type=float,
+                     help="seconds between reachability probes of an s3: backend (default 5)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 

@@ -9,8 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import Backend, ElasticBackend
+from backends.base import Backend, ElasticBackend, ProbedBackend
 from backends.registry import BackendOptions, create_backend
+from gateway.backend_watch import BackendWatch
 from gateway.cache.provisioner import LocalProvisioner
 from gateway.cache.settings import (
     CacheSettings,
@@ -46,10 +47,13 @@ class Components:
     store: Backend | None = None  # the persistent backend itself, below every wrapper
     cluster: ClusterNode | None = None
     lifecycle: LifecycleScanner | None = None
+    watch: BackendWatch | None = None  # reachability of a networked store
     started: float = field(default_factory=time.time)
     ready: bool = False
 
     async def start(self) -> None:
+        if self.watch is not None:
+            await self.watch.start()
         if self.cache is not None:
             await self.cache.start()
         if self.cost is not None:
@@ -68,6 +72,8 @@ class Components:
             await self.cost.stop()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.watch is not None:
+            await self.watch.stop()
         await self.backend.aclose()
 
     def status(self) -> dict[str, Any]:
@@ -75,7 +81,8 @@ class Components:
         status: dict[str, Any] = {
             "ready": self.ready,
             "uptime_s": round(time.time() - self.started, 3),
-            "backend": {"kind": spec.kind, "args": spec.args},
+            "backend": {"kind": spec.kind, "args": spec.args,
+                        **(self.watch.status() if self.watch is not None else {})},
             "durability": self.settings.durability,
             "cache": self.cache is not None,
         }
@@ -97,6 +104,8 @@ class Components:
                                  "ring_id": self.cluster.ring.id}
         if self.lifecycle is not None:
             status["lifecycle"] = self.lifecycle.status()
+        # Requests answered 503 SlowDown by this process, whatever refused them.
+        status["slowdowns"] = self.metrics.slowdowns
         return status
 
 
@@ -191,7 +200,9 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     components = Components(settings=settings, credentials=credentials, backend=backend,
                             service=service, metrics=metrics, cache=cache,
                             cost=cost, throttle=throttle, cluster=cluster,
-                            store=store, lifecycle=lifecycle)
+                            store=store, lifecycle=lifecycle,
+                            watch=BackendWatch(store, interval_s=settings.backend_probe_interval)
+                            if isinstance(store, ProbedBackend) else None)
     if cluster is not None:
         cluster.ready = lambda: components.ready
     return components

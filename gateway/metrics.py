@@ -16,10 +16,20 @@ class Metrics:
                                   ["operation"], registry=self.registry,
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                            0.5, 1, 2.5, 5, 10, 30))
+        self._slowdowns = Counter("squall_slowdowns", "Requests refused with 503 SlowDown "
+                                  "(full cache or backend, concurrency limit)",
+                                  registry=self.registry)
+        #: requests refused with SlowDown so far (``/_squall/status`` "slowdowns")
+        self.slowdowns = 0
 
     def observe_request(self, operation: str, status: int, seconds: float) -> None:
         self._requests.labels(operation, str(status)).inc()
         self._latency.labels(operation).observe(seconds)
+
+    def count_slowdown(self) -> None:
+        """A request was answered 503 SlowDown, whatever refused it."""
+        self.slowdowns += 1
+        self._slowdowns.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

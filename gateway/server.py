@@ -6,7 +6,7 @@ import contextlib
 import gc
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -15,8 +15,8 @@ from starlette.types import ASGIApp
 from gateway.app import build_app
 from gateway.components import build_components
 from gateway.credentials import Credentials, load_or_create
+from gateway.limits import Limits, protocol_class
 from gateway.settings import Settings
-from gateway.zerocopy import ZeroCopyHttpProtocol
 
 GRACEFUL_SHUTDOWN_S = 30
 #: allocations (less deallocations) between two young-generation collections (default 700)
@@ -53,7 +53,8 @@ def serve(settings: Settings) -> None:
     components = build_components(settings, credentials)
     print_banner(settings, credentials, settings.listen_address.port)
     tune_gc()
-    _GracefulServer(uvicorn_config(build_app(components), settings)).run()
+    _GracefulServer(uvicorn_config(build_app(components), settings,
+                                   on_slowdown=components.metrics.count_slowdown)).run()
 
 
 def print_banner(settings: Settings, credentials: Credentials, port: int,
@@ -71,12 +72,27 @@ def print_banner(settings: Settings, credentials: Credentials, port: int,
         print(f"  access key: {credentials.access_key}", flush=True)
 
 
-def uvicorn_config(app: ASGIApp, settings: Settings, **overrides: Any) -> uvicorn.Config:
+def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None) -> Limits:
+    """The HTTP protocol's limits from the settings (0 turns one off)."""
+    return Limits(header_timeout_s=settings.header_timeout or None,
+                  body_idle_timeout_s=settings.body_idle_timeout or None,
+                  max_header_bytes=settings.max_header_bytes,
+                  max_header_count=settings.max_header_count,
+                  max_connections=settings.max_connections or None,
+                  max_requests=settings.max_requests or None, on_slowdown=on_slowdown)
+
+
+def uvicorn_config(app: ASGIApp, settings: Settings, *,
+                   on_slowdown: Callable[[], None] | None = None,
+                   **overrides: Any) -> uvicorn.Config:
     """The uvicorn options of a gateway process; ``overrides`` replace some (the worker
-    processes of ``--workers N`` serve given sockets and run the lifespan themselves)."""
+    processes of ``--workers N`` serve given sockets and run the lifespan themselves).
+    ``on_slowdown`` counts requests refused for ``max_requests``."""
     address = settings.listen_address
     options: dict[str, Any] = {
-        "host": address.host, "port": address.port, "loop": "uvloop", "http": ZeroCopyHttpProtocol,
+        "host": address.host, "port": address.port, "loop": "uvloop",
+        "http": protocol_class(limits_of(settings, on_slowdown)),
+        "timeout_keep_alive": settings.keep_alive_timeout,
         "lifespan": "on", "access_log": False, "log_level": settings.log_level,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S, "server_header": False,
         "date_header": True,

@@ -100,6 +100,17 @@ class Settings(BaseSettings):
     # Worker processes serving the one listening port (docs/workers.md); 1: one process,
     # as without the option.
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    # Connection limits and timeouts (docs/s3-api.md, "Limits"); 0 turns a timeout or a
+    # connection/request limit off.
+    header_timeout: float = Field(default=30.0, ge=0)  # seconds to send request line+headers
+    body_idle_timeout: float = Field(default=60.0, ge=0)  # seconds a body may stall
+    keep_alive_timeout: float = Field(default=5.0, gt=0)  # idle seconds between requests
+    max_header_bytes: int = Field(default=64 * 1024, ge=8 * 1024)  # request line + headers
+    max_header_count: int = Field(default=300, ge=32)
+    max_connections: int = Field(default=1024, ge=0)  # per process
+    max_requests: int = Field(default=512, ge=0)  # in flight per process; more: SlowDown
+    # Seconds between two reachability probes of a networked backend (s3:).
+    backend_probe_interval: float = Field(default=5.0, gt=0)
 
     @field_validator("listen")
     @classmethod

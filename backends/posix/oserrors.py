@@ -6,10 +6,12 @@ import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from backends.errors import BackendError, KeyTooLong, StorageError
+from backends.errors import BackendError, KeyTooLong, SlowDown, StorageError
 
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 _DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
+#: seconds a writer refused for lack of space is asked to wait (Retry-After)
+NO_SPACE_RETRY_AFTER_S = 5
 
 
 @contextmanager
@@ -17,7 +19,8 @@ def os_errors(operation: str, *, missing: StorageError | None = None) -> Iterato
     """Raise the storage error for an OSError escaping the block, ``from`` the OSError.
 
     ENOENT becomes ``missing`` when given (the NoSuch* the caller expects), ENAMETOOLONG
-    KeyTooLong, and everything else a BackendError naming the operation and the cause.
+    KeyTooLong, ENOSPC/EDQUOT SlowDown (retry later: space may be freed), and everything
+    else a BackendError naming the operation and the cause.
     """
     try:
         yield
@@ -36,7 +39,8 @@ def translate(exc: OSError, operation: str, *,
     if code == errno.ENAMETOOLONG:
         return KeyTooLong("The key is too long for the backend file system.")
     if code in _NO_SPACE:
-        return BackendError(f"{operation}: no space left on the backend file system.")
+        return SlowDown(f"{operation}: no space left on the backend file system.",
+                        retry_after=NO_SPACE_RETRY_AFTER_S)
     if code in _DENIED:
         return BackendError(f"{operation}: the backend file system refused access "
                             f"({errno.errorcode.get(code, code)}).")

@@ -25,6 +25,8 @@ from backends.errors import (
     NoSuchBucket,
     NoSuchKey,
     PreconditionFailed,
+    ServiceUnavailable,
+    StorageError,
 )
 from backends.s3 import buckets, listing, writer
 from backends.s3.config import S3Config
@@ -220,6 +222,17 @@ class S3Backend:
     def iter_multipart_uploads(self, bucket: str, *,
                                prefix: str = "") -> AsyncIterator[UploadInfo]:
         return self._uploads.iterate(bucket, prefix=prefix)
+
+    async def probe(self) -> str | None:
+        """One ListBuckets: any answer (an error response included) means reachable."""
+        try:
+            await self.list_buckets()
+        except ServiceUnavailable as exc:
+            cause = exc.__cause__
+            return f"{exc.message} ({cause})" if cause is not None else exc.message
+        except StorageError:
+            pass
+        return None
 
     async def aclose(self) -> None:
         await self._up.aclose()

@@ -23,6 +23,7 @@ from gateway.cluster.errors import PeerAuthFailed
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.ring import Ring
 from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
+from gateway.s3api.numbers import natural
 from gateway.s3api.responses import ObjectStreamResponse
 
 log = logging.getLogger("squall.cluster")
@@ -42,9 +43,10 @@ def _int_param(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value is None:
         return None
-    if not value.isdigit():
+    number = natural(value)
+    if number is None:
         raise InvalidArgument(f"peer request with a bad {name!r}")
-    return int(value)
+    return number
 
 
 def _json_response(value: object, status: int = 200) -> Response:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from gateway.cluster.errors import PeerAuthFailed, RingMismatch
+from gateway.s3api.numbers import natural
 
 HEADER = "x-squall-peer"
 HEADER_BYTES = HEADER.encode()
@@ -68,24 +69,25 @@ class PeerAuth:
             raise RingMismatch(f"cluster members disagree on the member list (ring "
                                f"{ring_id} from node {sender}, {self._ring_id} here); give "
                                "every member the same --peers")
-        if not (sender.isdigit() and target.isdigit() and stamp.isdigit()):
+        member, to, when = natural(sender), natural(target), natural(stamp)
+        if member is None or to is None or when is None:
             raise PeerAuthFailed("The cluster peer header is malformed.")
-        if int(target) != self._self:
+        if to != self._self:
             raise PeerAuthFailed("The cluster peer signature is for another member.")
         now = self._clock()
-        if abs(now - int(stamp)) > self._skew:
+        if abs(now - when) > self._skew:
             raise PeerAuthFailed("The cluster peer signature has expired (or the members' "
                                  "clocks differ by more than "
                                  f"{self._skew:.0f} s).")
         if not once:
-            return int(sender)
+            return member
         self._forget(now)
-        seen = (int(sender), nonce)
+        seen = (member, nonce)
         if seen in self._seen:
             raise PeerAuthFailed("The cluster peer signature was already used.")
         self._seen[seen] = now + 2 * self._skew
         self._expiry.append((now + 2 * self._skew, seen))
-        return int(sender)
+        return member
 
     def _forget(self, now: float) -> None:
         while self._expiry and self._expiry[0][0] < now:

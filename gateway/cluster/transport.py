@@ -25,6 +25,10 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 # (a keep-alive connection the peer closed as the request went out).
 _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+#: Largest response header a member accepts from a peer (aiohttp's default is 8190). An
+#: object's info travels in one header as ASCII JSON: S3 bounds what it holds (2 KB of
+#: user metadata, 8 KB of request headers, 10 tags), and escaping at most triples it.
+PEER_MAX_FIELD_BYTES = 64 * 1024
 
 
 def _describe(exc: BaseException) -> str:
@@ -105,7 +109,7 @@ class PeerTransport:
                     keepalive_timeout=30.0, ttl_dns_cache=10)
             session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, timeout=self._timeout,
-                skip_auto_headers=_NO_AUTO_HEADERS)
+                skip_auto_headers=_NO_AUTO_HEADERS, max_field_size=PEER_MAX_FIELD_BYTES)
             self._sessions[slot] = session
         return session
 

@@ -30,6 +30,7 @@ from gateway.s3api.errors import (
     MissingContentLength,
     XAmzContentSHA256Mismatch,
 )
+from gateway.s3api.numbers import natural
 from gateway.s3api.sigv4 import AuthContext, PayloadMode
 
 _CHECKSUM_PREFIX = "x-amz-checksum-"
@@ -220,7 +221,7 @@ def checksum_plan(headers: Mapping[str, str], mode: PayloadMode) -> ChecksumPlan
 
 
 def _length(value: str, name: str) -> int:
-    text = value.strip()
-    if not text.isdigit() or not text.isascii():
+    length = natural(value.strip())
+    if length is None:
         raise InvalidArgument(f"The {name} header is not a valid non-negative integer.")
-    return int(text)
+    return length

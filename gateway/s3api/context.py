@@ -10,6 +10,7 @@ from starlette.requests import ClientDisconnect, Request
 from backends.errors import IncompleteBody
 from gateway.s3api.body import RequestBody, request_body
 from gateway.s3api.errors import InvalidArgument, MalformedXML
+from gateway.s3api.numbers import INT32_MAX, integer
 from gateway.s3api.sigv4 import AuthContext
 from gateway.service import ObjectService
 
@@ -51,17 +52,18 @@ class S3Request:
 
     def int_query(self, name: str, default: int, *, low: int = 0,
                   high: int | None = None) -> int:
+        """The integer query parameter ``name`` (``default`` when absent or empty), at
+        most ``high``; InvalidArgument when it is not a 32-bit integer or below ``low``."""
         raw = self.query.get(name)
         if raw is None or raw == "":
             return default
-        try:
-            value = int(raw)
-        except ValueError:
+        value = integer(raw)
+        if value is None or value > INT32_MAX:
             raise InvalidArgument(f"Provided {name} not an integer or within integer "
-                                  "range") from None
+                                  "range")
         if value < low:
             raise InvalidArgument(f"Argument {name} must be an integer between {low} and "
-                                  f"{high if high is not None else 2**31 - 1}")
+                                  f"{high if high is not None else INT32_MAX}")
         return value if high is None else min(value, high)
 
 

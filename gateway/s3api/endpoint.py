@@ -16,8 +16,9 @@ from starlette.types import Scope
 
 from backends.errors import StorageError
 from gateway.metrics import Metrics
+from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import InvalidArgument, InvalidRequest, s3_error_for
+from gateway.s3api.errors import InvalidArgument, InvalidRequest, ProtocolError, s3_error_for
 from gateway.s3api.handlers import (
     attributes,
     buckets,
@@ -34,7 +35,6 @@ from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate
 from gateway.service import ObjectService
 
 log = logging.getLogger("squall.s3")
-access_log = logging.getLogger("squall.access")
 
 Handler = Callable[[S3Request], Awaitable[Response]]
 HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS,
@@ -99,6 +99,9 @@ class S3Endpoint:
         request_id = f"{self._id_prefix}{next(self._request_numbers):08X}"
         operation = "Unknown"
         resource = scope["path"]
+        query: dict[str, str] = {}
+        auth: AuthContext | None = None
+        failure: BaseException | None = None
         pairs = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in scope["headers"]]
         headers: dict[str, str] = {}
         for name, value in pairs:
@@ -109,16 +112,27 @@ class S3Endpoint:
             resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
             query_string = scope["query_string"].decode("latin-1")
             query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
+            # Routed before authentication so that logs and metrics name the operation of
+            # a request that fails to authenticate; its routing error waits for the
+            # authentication's (a stranger learns nothing from it).
+            unroutable: ProtocolError | None = None
+            try:
+                operation = route(request.method, target.level, query, headers)
+            except ProtocolError as exc:
+                unroutable = exc
             # A CORS preflight is never signed: browsers send it on their own.
             auth = ANONYMOUS if request.method == "OPTIONS" else \
                 self.authenticate(scope, pairs)
-            operation = route(request.method, target.level, query, headers)
+            if unroutable is not None:
+                raise unroutable
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service)
             response = await HANDLERS[operation](req)
         except StorageError as exc:
+            failure = exc
             response = self._error(exc, request, resource, request_id)
         except Exception as exc:
+            failure = exc
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
             response = self._error(exc, request, resource, request_id)
         if "origin" in headers and operation != "PreflightRequest":
@@ -132,8 +146,13 @@ class S3Endpoint:
         response.headers["server"] = "Squall"
         elapsed = time.perf_counter() - started
         self._metrics.observe_request(operation, response.status_code, elapsed)
-        access_log.info("%s %s %s %s %d %.1fms", request_id, operation, request.method,
-                        resource, response.status_code, elapsed * 1000)
+        if ACCESS_LOG.isEnabledFor(logging.INFO):
+            log_request(request_id=request_id, operation=operation, method=request.method,
+                        resource=resource, response=response,
+                        error_code=s3_error_for(failure)[0].code if failure else "",
+                        access_key=auth.access_key if auth is not None else
+                        claimed_access_key(headers, query),
+                        request_headers=headers, seconds=elapsed)
         return response
 
     async def _cors_headers(self, resource: str, headers: dict[str, str],
@@ -174,10 +193,11 @@ class S3Endpoint:
         host = host.rsplit(":", 1)[0].lower()
         return host[: -len(self._domain) - 1] if host.endswith("." + self._domain) else None
 
-    @staticmethod
-    def _error(exc: BaseException, request: Request, resource: str,
+    def _error(self, exc: BaseException, request: Request, resource: str,
                request_id: str) -> Response:
         spec, message = s3_error_for(exc)
+        if spec.code == "SlowDown":
+            self._metrics.count_slowdown()
         extra = {}
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:

@@ -20,13 +20,14 @@ from gateway.s3api.errors import (
     InvalidTag,
     MetadataTooLarge,
 )
+from gateway.s3api.numbers import natural
 from gateway.service import CopySource
 
 MAX_USER_METADATA = 2048
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
 RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM})
 MAX_TAGS = 10
-_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_RANGE_RE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 _CONTENT_HEADERS = (
     ("content-encoding", "content_encoding"),
     ("content-disposition", "content_disposition"),
@@ -34,6 +35,9 @@ _CONTENT_HEADERS = (
     ("cache-control", "cache_control"),
     ("expires", "expires"),
 )
+#: what an HTTP header value cannot hold (control characters but HTAB; the server refuses
+#: to send them, and CR/LF would end the header)
+_UNSENDABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 RESPONSE_OVERRIDES = {
     "response-content-type": "content-type",
     "response-content-language": "content-language",
@@ -42,6 +46,20 @@ RESPONSE_OVERRIDES = {
     "response-content-disposition": "content-disposition",
     "response-content-encoding": "content-encoding",
 }
+
+
+def header_value(name: str, value: str) -> str:
+    """``value`` (of the parameter ``name``) if it can be sent as an HTTP header value:
+    ISO-8859-1 and no control characters; InvalidArgument otherwise, as S3 answers."""
+    if not value.isascii():
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"Header value cannot be represented using ISO-8859-1 "
+                                  f"({name}).") from None
+    if _UNSENDABLE.search(value):
+        raise InvalidArgument(f"Header value contains a control character ({name}).")
+    return value
 
 
 def _content_encoding(value: str | None) -> str | None:
@@ -103,18 +121,22 @@ def content_md5(headers: Mapping[str, str]) -> bytes | None:
 
 
 def byte_range(value: str | None) -> RangeRequest | None:
-    """A single ``bytes=`` range; anything unparsable is ignored, as S3 does."""
+    """A single ``bytes=`` range; anything unparsable (a number of more than
+    ``MAX_DIGITS`` digits too) is ignored, as S3 does."""
     if not value:
         return None
-    m = _RANGE_RE.match(value.strip())
-    if not m or (not m.group(1) and not m.group(2)):
+    m = _RANGE_RE.fullmatch(value.strip())
+    if not m:
         return None
     first, last = m.group(1), m.group(2)
-    if not first:
-        return RangeRequest(suffix=int(last))
-    if last and int(last) < int(first):
+    start, end = natural(first), natural(last)  # None for ""
+    if (first and start is None) or (last and end is None) or (start is None and end is None):
         return None
-    return RangeRequest(first=int(first), last=int(last) if last else None)
+    if start is None:
+        return RangeRequest(suffix=end)
+    if end is not None and end < start:
+        return None
+    return RangeRequest(first=start, last=end)
 
 
 def http_date(value: str | None) -> float | None:

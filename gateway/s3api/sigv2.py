@@ -28,6 +28,7 @@ from gateway.s3api.errors import (
     RequestTimeTooSkewed,
     SignatureDoesNotMatch,
 )
+from gateway.s3api.numbers import natural
 from gateway.s3api.sigv4 import MAX_PRESIGN_EXPIRES, AuthContext, PayloadMode, parse_amz_date
 
 QUERY_PARAMS = ("AWSAccessKeyId", "Signature", "Expires")
@@ -91,12 +92,13 @@ def authenticate_v2(*, method: str, raw_path: str, query: str,
             raise AccessDenied(_QUERY_REQUIRED)
         access_key, signature, date = (params["AWSAccessKeyId"], params["Signature"],
                                        params["Expires"])
-        if not date.isascii() or not date.isdigit():
+        expires = natural(date)
+        if expires is None:
             raise AccessDenied("Invalid date (should be seconds since epoch): " + date)
         secret = _secret(secret_for, access_key)
-        if now > int(date):
+        if now > expires:
             raise ExpiredPresignedRequest("Request has expired")
-        if int(date) - now > MAX_PRESIGN_EXPIRES + max_skew_seconds:
+        if expires - now > MAX_PRESIGN_EXPIRES + max_skew_seconds:
             raise AuthorizationQueryParametersError(
                 "Signature Version 2 presigned URLs may expire at most 604800 seconds (a "
                 "week) from now.")

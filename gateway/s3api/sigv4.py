@@ -38,6 +38,7 @@ from gateway.s3api.errors import (
     RequestTimeTooSkewed,
     SignatureDoesNotMatch,
 )
+from gateway.s3api.numbers import natural
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "s3"
@@ -48,8 +49,8 @@ MAX_PRESIGN_EXPIRES = 604800  # one week, in seconds
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SIGNATURE = re.compile(r"[0-9a-f]{64}")
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
-_DATE8 = re.compile(r"\d{8}")
+_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+_DATE8 = re.compile(r"[0-9]{8}")
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9\-._~/]*")
 _SIGNED_HEADERS = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+(?:;[a-z0-9!#$%&'*+.^_`|~-]+)*")
 
@@ -234,10 +235,9 @@ def _authenticate_query(method: str, raw_path: str, pairs: list[_Param],
     when = _parse_amz_date(amz_date)
     if when is None:
         raise err("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
-    expires_text = params["X-Amz-Expires"]
-    if not expires_text.isdigit() or not expires_text.isascii():
+    expires = natural(params["X-Amz-Expires"])
+    if expires is None:
         raise err("X-Amz-Expires should be a number")
-    expires = int(expires_text)
     if expires > MAX_PRESIGN_EXPIRES:
         raise err("X-Amz-Expires must be less than a week (in seconds) that is; 604800")
     if expires < 1:

@@ -66,7 +66,8 @@ class Worker:
     def _config(self, app: object) -> uvicorn.Config:
         level = "debug" if self.settings.log_level == "debug" else "warning"
         return uvicorn_config(app, self.settings, lifespan="off", log_config=None,  # type: ignore[arg-type]
-                              log_level=level)
+                              log_level=level,
+                              on_slowdown=self.components.metrics.count_slowdown)
 
     async def run(self) -> int:
         reader, writer = await asyncio.open_connection(sock=self.control_sock)

@@ -12,6 +12,7 @@ from gateway.s3api.checksum_headers import checksum_elements
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument
 from gateway.s3api.handlers.objects import version_id
+from gateway.s3api.numbers import INT32_MAX, natural
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import el, opt
 
@@ -34,9 +35,10 @@ def _int_header(req: S3Request, name: str, default: int) -> int:
     raw = req.headers.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit():
+    value = natural(raw)
+    if value is None or value > INT32_MAX:
         raise InvalidArgument(f"Provided {name} not an integer or within integer range")
-    return int(raw)
+    return value
 
 
 def _object_parts(info: ObjectInfo, max_parts: int, marker: int) -> str:

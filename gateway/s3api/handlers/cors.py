@@ -17,6 +17,7 @@ from gateway.s3api.errors import (
     MalformedXML,
     NoSuchCORSConfiguration,
 )
+from gateway.s3api.numbers import natural
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import el, opt, parse
 from gateway.service import ObjectService
@@ -65,10 +66,9 @@ def parse_rules(document: bytes) -> list[CorsRule]:
         max_age = node.find("MaxAgeSeconds")
         seconds = None
         if max_age is not None:
-            raw = (max_age.text or "").strip()
-            if not raw.isdigit():
+            seconds = natural((max_age.text or "").strip())
+            if seconds is None:
                 raise MalformedXML("MaxAgeSeconds must be a non-negative integer.")
-            seconds = int(raw)
         rule_id = node.find("ID")
         ident = None if rule_id is None else (rule_id.text or "").strip()
         if ident is not None and len(ident) > MAX_ID:

@@ -24,12 +24,14 @@ from gateway.s3api.errors import (
     NotImplementedOperation,
 )
 from gateway.s3api.handlers.cors import require_integrity_header
+from gateway.s3api.numbers import integer
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import el, parse
 
 MAX_ID = 255
 MAX_PREFIX = 1024
-_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}):(\d{2})(\.\d+)?"
+_DATE = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+                   r"(\.[0-9]+)?"
                    r"(Z|[+-]00:?00)?)?$")
 _RULE_CHILDREN = {"ID", "Status", "Filter", "Prefix", "Expiration",
                   "NoncurrentVersionExpiration", "AbortIncompleteMultipartUpload",
@@ -48,10 +50,10 @@ def _text(node: Element | None) -> str:
 
 
 def _integer(node: Element, tag: str) -> int:
-    raw = _text(node)
-    if not re.fullmatch(r"[+-]?\d+", raw):
+    value = integer(_text(node))
+    if value is None:
         raise MalformedXML(f"{tag} must be an integer.")
-    return int(raw)
+    return value
 
 
 def _positive(node: Element | None, tag: str, action: str) -> int | None:

@@ -11,6 +11,7 @@ from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
+from gateway.s3api.numbers import natural
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import INITIATOR, OWNER, el, iso8601, opt, parse, text
 
@@ -23,10 +24,10 @@ def _upload_id(req: S3Request) -> str:
 
 
 def _part_number(req: S3Request) -> int:
-    raw = req.query.get("partNumber", "")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+    number = natural(req.query.get("partNumber", ""))
+    if number is None or not 1 <= number <= MAX_PART_NUMBER:
         raise MalformedPartNumber()
-    return int(raw)
+    return number
 
 
 async def create_multipart_upload(req: S3Request) -> Response:
@@ -68,11 +69,11 @@ async def complete_multipart_upload(req: S3Request) -> Response:
                  "CompleteMultipartUpload")
     requested = []
     for node in root.findall("Part"):
-        number = (text(node, "PartNumber", required=True) or "").strip()
+        number = natural((text(node, "PartNumber", required=True) or "").strip())
         etag = (text(node, "ETag", required=True) or "").strip()
-        if not number.isdigit():
+        if number is None:
             raise MalformedXML("PartNumber must be an integer.")
-        requested.append(CompletedPart(int(number), etag.strip('"'), ch.part_checksums(node)))
+        requested.append(CompletedPart(number, etag.strip('"'), ch.part_checksums(node)))
     if_match = req.headers.get("if-match")
     info = await req.service.complete_multipart_upload(
         req.bucket, req.key, _upload_id(req), requested,

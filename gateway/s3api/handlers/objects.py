@@ -17,6 +17,7 @@ from gateway.s3api.errors import (
     MissingContentLength,
     NotImplementedOperation,
 )
+from gateway.s3api.numbers import natural
 from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
 from gateway.s3api.xml import el, iso8601
@@ -64,9 +65,10 @@ async def put_object(req: S3Request) -> Response:
             req.headers and "chunked" not in req.headers.get("transfer-encoding", ""):
         raise MissingContentLength()
     if_match = req.headers.get("if-match")
-    offset = req.headers.get("x-amz-write-offset-bytes")
-    if offset is not None:
-        if not offset.isdigit():
+    raw_offset = req.headers.get("x-amz-write-offset-bytes")
+    if raw_offset is not None:
+        offset = natural(raw_offset.strip())
+        if offset is None:
             raise InvalidArgument("x-amz-write-offset-bytes must be a non-negative integer.")
         length = req.headers.get("x-amz-decoded-content-length",
                                  req.headers.get("content-length"))
@@ -74,7 +76,7 @@ async def put_object(req: S3Request) -> Response:
             raise InvalidRequest("Request body cannot be empty when 'write offset' is "
                                  "specified.")
         info = await req.service.append_object(
-            req.bucket, req.key, int(offset), req.body(), meta=h.object_meta(req.headers),
+            req.bucket, req.key, offset, req.body(), meta=h.object_meta(req.headers),
             if_match=if_match.strip('"') if if_match else None)
         return empty_response(200, write_headers(info))
     info = await req.service.put_object(
@@ -84,13 +86,20 @@ async def put_object(req: S3Request) -> Response:
     return empty_response(200, write_headers(info))
 
 
-def _read_headers(req: S3Request, info: ObjectInfo, *, ranged: bool) -> dict[str, str]:
+def _overrides(req: S3Request) -> dict[str, str]:
+    """The ``response-*`` query overrides, checked before anything is opened."""
+    query = req.query
+    return {header: h.header_value(param, query[param])
+            for param, header in h.RESPONSE_OVERRIDES.items() if param in query}
+
+
+def _read_headers(req: S3Request, info: ObjectInfo, overrides: dict[str, str], *,
+                  ranged: bool) -> dict[str, str]:
     # A full-object checksum describes no range, so S3 sends none with a 206.
     checksum_mode = req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED"
     out = h.object_headers(info, checksum_mode=checksum_mode and not ranged)
-    for param, header in h.RESPONSE_OVERRIDES.items():
-        if param in req.query:
-            out[header] = req.query[param]
+    if overrides:
+        out.update(overrides)
     return out
 
 
@@ -99,12 +108,13 @@ def _part_number(req: S3Request) -> int | None:
     raw = req.query.get("partNumber")
     if raw is None:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+    number = natural(raw)
+    if number is None or not 1 <= number <= MAX_PART_NUMBER:
         raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive")
     if "range" in req.headers:
         raise InvalidRequest("Cannot specify both Range header and partNumber query "
                              "parameter.")
-    return int(raw)
+    return number
 
 
 def _parts_headers(info: ObjectInfo, part: int | None) -> dict[str, str]:
@@ -114,6 +124,7 @@ def _parts_headers(info: ObjectInfo, part: int | None) -> dict[str, str]:
 
 async def get_object(req: S3Request) -> Response:
     part = _part_number(req)
+    overrides = _overrides(req)
     byte_range = h.byte_range(req.headers.get("range"))
     try:
         stream = await req.service.get_object(req.bucket, req.key, byte_range=byte_range,
@@ -122,7 +133,7 @@ async def get_object(req: S3Request) -> Response:
     except NotModified as exc:
         return _not_modified(exc)
     ranged = byte_range is not None or part is not None
-    headers = _read_headers(req, stream.info, ranged=ranged)
+    headers = _read_headers(req, stream.info, overrides, ranged=ranged)
     headers.update(_parts_headers(stream.info, part))
     status = 200
     if stream.byte_range is not None and ranged:
@@ -134,6 +145,7 @@ async def get_object(req: S3Request) -> Response:
 
 async def head_object(req: S3Request) -> Response:
     part = _part_number(req)
+    overrides = _overrides(req)
     try:
         info = await req.service.head_object(req.bucket, req.key,
                                              conditions=h.conditions(req.headers),
@@ -141,7 +153,8 @@ async def head_object(req: S3Request) -> Response:
     except NotModified as exc:
         return _not_modified(exc)
     byte_range = h.byte_range(req.headers.get("range"))
-    headers = _read_headers(req, info, ranged=byte_range is not None or part is not None)
+    headers = _read_headers(req, info, overrides,
+                            ranged=byte_range is not None or part is not None)
     headers.update(_parts_headers(info, part))
     status = 200
     length = info.size

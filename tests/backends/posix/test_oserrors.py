@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from backends.errors import BackendError, KeyTooLong, NoSuchKey, PreconditionFailed
+from backends.errors import BackendError, KeyTooLong, NoSuchKey, PreconditionFailed, SlowDown
 from backends.posix.oserrors import os_errors
 
 
@@ -25,8 +25,8 @@ def test_enoent_without_context_is_a_backend_error() -> None:
 
 @pytest.mark.parametrize(("code", "error", "words"), [
     (errno.ENAMETOOLONG, KeyTooLong, "too long"),
-    (errno.ENOSPC, BackendError, "no space"),
-    (errno.EDQUOT, BackendError, "no space"),
+    (errno.ENOSPC, SlowDown, "no space"),
+    (errno.EDQUOT, SlowDown, "no space"),
     (errno.EACCES, BackendError, "refused access"),
     (errno.EROFS, BackendError, "refused access"),
     (errno.EIO, BackendError, "EIO"),

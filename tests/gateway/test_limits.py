@@ -1,0 +1,164 @@
+"""Connection limits and timeouts, against a real gateway over raw sockets."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import make_client
+from tests.support.server import SquallProcess
+
+MAX_REQUESTS = 3
+MAX_CONNECTIONS = 12
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]:
+    data_dir: Path = tmp_path_factory.mktemp("limits") / "data"
+    server = SquallProcess(data_dir, [
+        "--header-timeout", "1", "--body-idle-timeout", "1", "--keep-alive-timeout", "2",
+        "--max-header-bytes", "16384", "--max-header-count", "64",
+        "--max-requests", str(MAX_REQUESTS), "--max-connections", str(MAX_CONNECTIONS),
+        "--workers", "1"]).start()
+    yield server
+    assert server.stop() == 0, server.log()
+
+
+def connect(server: SquallProcess) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=10)
+
+
+def read_all(sock: socket.socket, deadline_s: float = 10.0) -> bytes:
+    """Everything until the server closes the connection (or the deadline)."""
+    sock.settimeout(deadline_s)
+    data = b""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def head_of(server: SquallProcess) -> bytes:
+    return (f"GET /limits-bucket/k HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n").encode()
+
+
+def test_a_header_section_too_large_is_refused_before_authentication(
+        limited: SquallProcess) -> None:
+    with connect(limited) as sock:
+        sock.sendall(head_of(limited) + b"X-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"<Code>RequestHeaderSectionTooLarge</Code>" in answer
+
+
+def test_too_many_headers_are_refused(limited: SquallProcess) -> None:
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(100))  # 1 KB, > 64 headers
+    with connect(limited) as sock:
+        sock.sendall(head_of(limited) + many + b"\r\n")
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"<Code>RequestHeaderSectionTooLarge</Code>" in answer
+
+
+def test_a_hundred_thousand_headers_cost_bounded_memory(limited: SquallProcess) -> None:
+    with connect(limited) as sock:
+        sock.sendall(head_of(limited))
+        try:
+            for _ in range(100):
+                sock.sendall(b"".join(b"X-H: v\r\n" for _ in range(1000)))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused and closed while still sending: what a limit is for
+        answer = read_all(sock)
+    assert answer == b"" or b"RequestHeaderSectionTooLarge" in answer
+
+
+def test_headers_sent_too_slowly_time_out(limited: SquallProcess) -> None:
+    with connect(limited) as sock:
+        sock.sendall(head_of(limited))  # never finished
+        started = time.monotonic()
+        answer = read_all(sock)
+    assert time.monotonic() - started < 5
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"<Code>RequestTimeout</Code>" in answer
+
+
+def test_a_silent_connection_is_closed(limited: SquallProcess) -> None:
+    with connect(limited) as sock:
+        started = time.monotonic()
+        assert read_all(sock) == b""
+    assert time.monotonic() - started < 5
+
+
+def test_a_body_shorter_than_its_length_is_dropped(limited: SquallProcess) -> None:
+    s3 = make_client(limited.endpoint)
+    s3.create_bucket(Bucket="short-body")
+    url = s3.generate_presigned_url("put_object", Params={"Bucket": "short-body", "Key": "k"})
+    path = url.split(str(limited.port), 1)[1]
+    with connect(limited) as sock:
+        sock.sendall(f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{limited.port}\r\n"
+                     f"Content-Length: 100\r\n\r\n".encode() + b"x" * 10)
+        started = time.monotonic()
+        answer = read_all(sock)
+    assert time.monotonic() - started < 5
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"<Code>RequestTimeout</Code>" in answer
+    assert b"not read from or written to within the timeout period" in answer
+    assert s3.list_objects_v2(Bucket="short-body").get("KeyCount") == 0
+    # A whole body on the same server is stored.
+    s3.put_object(Bucket="short-body", Key="whole", Body=b"y" * 100_000)
+    assert s3.get_object(Bucket="short-body", Key="whole")["Body"].read() == b"y" * 100_000
+
+
+def test_requests_beyond_the_limit_slow_down(limited: SquallProcess) -> None:
+    s3 = make_client(limited.endpoint)
+    s3.create_bucket(Bucket="slow-down")
+    url = s3.generate_presigned_url("put_object", Params={"Bucket": "slow-down", "Key": "k"})
+    path = url.split(str(limited.port), 1)[1]
+    before = httpx.get(f"{limited.endpoint}/_squall/status").json()["slowdowns"]
+    held = []
+    try:
+        for _ in range(MAX_REQUESTS):  # requests in flight, waiting for their bodies
+            sock = connect(limited)
+            sock.sendall(f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{limited.port}\r\n"
+                         f"Content-Length: 10\r\n\r\n".encode())
+            held.append(sock)
+        time.sleep(0.2)
+        answer = httpx.get(f"{limited.endpoint}/slow-down", timeout=5)
+        assert answer.status_code == 503
+        assert b"<Code>SlowDown</Code>" in answer.content
+        assert answer.headers["retry-after"] == "1"
+    finally:
+        for sock in held:
+            sock.close()
+    after = httpx.get(f"{limited.endpoint}/_squall/status").json()["slowdowns"]
+    assert after >= before + 1
+
+
+def test_connections_beyond_the_limit_are_closed(limited: SquallProcess) -> None:
+    socks = [connect(limited) for _ in range(MAX_CONNECTIONS + 3)]
+    try:
+        time.sleep(0.3)  # well within the header timeout: only the extra ones are closed
+        closed = 0
+        for sock in socks:
+            sock.setblocking(False)
+            try:
+                if sock.recv(1) == b"":
+                    closed += 1
+            except ConnectionResetError:
+                closed += 1
+            except BlockingIOError:
+                pass
+        assert closed == 3
+    finally:
+        for sock in socks:
+            sock.close()
