@@ -166,11 +166,17 @@ class CacheTier:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
         the backend (docs/cache.md, "Admission")."""
         store = self._store
-        if self.write_around or (size is not None and size > store.space.max_object):
+        if not store.space.active_volumes or (size is not None
+                                              and size > store.space.max_object):
             return True
-        if size is not None and size <= store.settings.inline_max_bytes and inline_room(
-                store.index.inline, size, store.space.capacity):
-            return False  # inline: one shared index sync, never dearer than a backend file
+        if (size is not None and size <= store.settings.inline_max_bytes
+                and self._elastic is None
+                and inline_room(store.index.inline, size, store.space.capacity)):
+            # Inline: one shared index sync, never dearer than a backend file, in phase 2
+            # too (a stream of small writes is little ingest in bytes, much in requests).
+            return False
+        if self.policy.write_around:
+            return True
         return self.admission.prefer_backend(size, store.now())
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:

@@ -238,7 +238,8 @@ async def test_small_writes_stay_inline_when_the_backend_measures_faster(env: En
     tier.admission.observe_cache(4 * KiB, 10.0, now=tier.store.now())  # a slow cache ...
     tier.admission.observe_backend(4 * KiB, 0.001, now=tier.store.now())  # ... and backend
     assert tier.admission.prefer_backend(4 * KiB, tier.store.now() + 1)
-    await tier.put_object(BUCKET, "small", body(payload(4 * KiB)), meta=META)
+    await tier.put_object(BUCKET, "small", body(payload(4 * KiB)), meta=META,
+                          size_hint=4 * KiB)
     assert inline_of(tier, "small")  # one shared index sync beats a backend file
 
 

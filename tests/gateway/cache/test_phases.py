@@ -20,7 +20,8 @@ RATE = 1_000_000.0
 
 async def test_phases_switch_and_phase2_writes_around(env: Env) -> None:
     inner = env.backend(ThrottleSettings(bandwidth_bytes_per_s=RATE))
-    settings = cache_settings(env.base, inactivity_delay_s=0.2, utilization_threshold=0.3)
+    settings = cache_settings(env.base, inactivity_delay_s=0.2, utilization_threshold=0.3,
+                              inline_max_bytes=0)  # inline bodies stay cached in phase 2
     tier = await env.tier(settings, inner=inner, backend_bandwidth=RATE)
     await tier.create_bucket("other")
     assert tier.status()["flush_phase"] == "idle"
@@ -55,7 +56,7 @@ async def test_phases_switch_and_phase2_writes_around(env: Env) -> None:
 async def test_phase2_write_to_dirty_key_keeps_order(env: Env) -> None:
     """A key with an unflushed version is written past the cache only after that
     version reached the backend, so the backend ends with the newest bytes."""
-    settings = cache_settings(env.base, inactivity_delay_s=0.05)
+    settings = cache_settings(env.base, inactivity_delay_s=0.05, inline_max_bytes=0)
     tier = await env.tier(settings)
     await tier.create_bucket("other")
     env.break_bucket("other")
@@ -66,3 +67,19 @@ async def test_phase2_write_to_dirty_key_keeps_order(env: Env) -> None:
     await tier.wait_flushed()
     assert await read_all(await env.backend().get_object("other", "k")) == b"second"
     assert await read_all(await tier.get_object("other", "k")) == b"second"
+
+
+async def test_phase2_keeps_small_writes_inline(env: Env) -> None:
+    """A stream of small writes is little ingest in bytes: phase 2 must not send them
+    to the backend one fsynced file each."""
+    tier = await env.tier(cache_settings(env.base, inactivity_delay_s=0.05))
+    await tier.create_bucket("other")
+    env.break_bucket()  # BUCKET's dirty data cannot leave: the cache stays dirty
+    await tier.put_object(BUCKET, "d", body(payload(100_000)), meta=META)
+    await until(lambda: tier.policy.phase is Phase.PHASE2, "phase 2")
+    await tier.put_object("other", "small", body(b"tiny"), meta=META, size_hint=4)
+    entry = tier.store.get("other", "small")
+    assert entry is not None and entry.segments[0].inline is not None
+    env.repair_bucket()
+    await tier.wait_flushed()
+    assert await read_all(await env.backend().get_object("other", "small")) == b"tiny"
