@@ -419,7 +419,7 @@ def _check_signature(method: str, raw_path: str, pairs: list[_Param],
     for name in signed:
         values = hmap.get(name)
         if values is not None:  # a listed but absent header is left out, as S3 does
-            lines.append(f"{name}:{','.join(' '.join(v.split()) for v in values)}\n")
+            lines.append(f"{name}:{','.join(_canonical_value(v) for v in values)}\n")
     tail = f"{''.join(lines)}\n{';'.join(signed)}\n{payload_hash}"
     candidates = [(_canonical_uri(raw_path), _canonical_query(pairs))]
     literal = (raw_path or "/", _literal_query(pairs))
@@ -433,6 +433,21 @@ def _check_signature(method: str, raw_path: str, pairs: list[_Param],
         if hmac.compare_digest(sign_hex(key, string_to_sign).encode("ascii"), expected):
             return
     raise SignatureDoesNotMatch()
+
+
+def _canonical_value(value: str) -> str:
+    """A header value with its whitespace trimmed and runs collapsed, as the client did
+    it on its own text. ``value`` holds the wire bytes as latin-1; a client that sent
+    UTF-8 collapsed the whitespace of the decoded text, where the bytes 0x85 and 0xA0
+    inside a character (the "à" of C3 A0) are not whitespace."""
+    if value.isascii():
+        return " ".join(value.split())
+    raw = value.encode("latin-1")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return " ".join(value.split())  # latin-1 text, collapsed as such
+    return " ".join(text.split()).encode("utf-8").decode("latin-1")
 
 
 def _check_all_amz_headers_signed(hmap: dict[str, list[str]], signed: list[str]) -> None:

@@ -689,3 +689,16 @@ def test_signing_keys_are_cached() -> None:
         wire.auth()
     info = sigv4.signing_key.cache_info()
     assert info.misses == 1 and info.hits == 2
+
+
+@pytest.mark.parametrize("value", ["xà y", "  caf\u00e9  \u00a0 au lait ", "٠١٢", "x\u00a0y"])
+def test_utf8_header_values_verify(value: str) -> None:
+    """A client that sends UTF-8 header bytes signs its own text: the 0xA0 byte inside
+    "à" (C3 A0) is no whitespace there, a real U+00A0 is."""
+    request = AWSRequest(method="GET", url="http://127.0.0.1:9000/b/k",
+                         headers={"X-Amz-Meta-Name": value})
+    S3SigV4Auth(Credentials(AK, SK), "s3", "us-east-1").add_auth(request)
+    wire = wire_from("GET", request.url, request.headers, b"")
+    on_the_wire = value.encode("utf-8").decode("latin-1")  # what the server decodes
+    wire.headers = [(k, on_the_wire if k == "x-amz-meta-name" else v) for k, v in wire.headers]
+    assert wire.auth().access_key == AK
