@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from backends.base import ObjectInfo, ObjectStream
 from backends.blocking import run_cache_blocking
@@ -74,24 +74,18 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
                     state["broken"] = True
             yield chunk
 
-    async def finish(done: bool) -> None:
-        try:
-            await stream.aclose()
-        finally:
-            store.unregister_fill(bk, fill)
-            kept = False
-            try:
-                if done and writer is not None and not state["broken"]:
-                    kept = await _commit_copy(store, info, Segment(
-                        vol.id, writer.name, writer.size, writer.md5()), fill, writer)
-            except StorageError:
-                log.warning("read-through copy of %s/%s not kept", *bk, exc_info=True)
-            finally:
-                if not kept and writer is not None:
-                    await run_cache_blocking(writer.abort)
-                _account(store, claim, kept)
+    async def keep() -> bool:
+        if writer is None or state["broken"]:
+            return False
+        return await _commit_copy(store, info, Segment(
+            vol.id, writer.name, writer.size, writer.md5()), fill, writer)
 
-    return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
+    async def discard() -> None:
+        if writer is not None:
+            await run_cache_blocking(writer.abort)
+
+    return ObjectStream(info, ClosingBody(tee(), _finisher(store, stream, fill, claim, keep,
+                                                           discard)), stream.byte_range)
 
 
 def _inline_copy(store: CacheStore, stream: ObjectStream, body: AsyncIterator[bytes],
@@ -99,7 +93,6 @@ def _inline_copy(store: CacheStore, stream: ObjectStream, body: AsyncIterator[by
     """``stream`` whose bytes are kept in memory and, once read whole, in an inline
     record (as a small PUT is): no data file, no worker thread, a hit served from memory."""
     info = stream.info
-    bk = (info.bucket, info.key)
     buffer = bytearray()
 
     async def tee() -> AsyncIterator[bytes]:
@@ -107,25 +100,43 @@ def _inline_copy(store: CacheStore, stream: ObjectStream, body: AsyncIterator[by
             buffer.extend(chunk)
             yield chunk
 
+    async def keep() -> bool:
+        if len(buffer) != info.size:
+            return False
+        data = bytes(buffer)
+        md5 = hashlib.md5(data).hexdigest()  # at most inline_max_bytes
+        segment = Segment(vol_id, uuid.uuid4().hex, len(data), md5,
+                          inline=InlinePayload(data, store.index.inline))
+        return await _commit_copy(store, info, segment, fill)
+
+    return ObjectStream(info, ClosingBody(tee(), _finisher(store, stream, fill, claim, keep)),
+                        stream.byte_range)
+
+
+def _finisher(store: CacheStore, stream: ObjectStream, fill: Fill, claim: Claim,
+              keep: Callable[[], Awaitable[bool]],
+              discard: Callable[[], Awaitable[None]] | None = None
+              ) -> Callable[[bool], Awaitable[None]]:
+    """What runs when a copied stream closes: the backend stream is closed, and a copy
+    read whole is kept (``keep``) or dropped (``discard``), its space settled either way."""
+    info = stream.info
+
     async def finish(done: bool) -> None:
         try:
             await stream.aclose()
         finally:
-            store.unregister_fill(bk, fill)
+            store.unregister_fill((info.bucket, info.key), fill)
             kept = False
             try:
-                if done and len(buffer) == info.size:
-                    data = bytes(buffer)
-                    md5 = hashlib.md5(data).hexdigest()  # at most inline_max_bytes
-                    segment = Segment(vol_id, uuid.uuid4().hex, len(data), md5,
-                                      inline=InlinePayload(data, store.index.inline))
-                    kept = await _commit_copy(store, info, segment, fill)
+                kept = done and await keep()
             except StorageError:
-                log.warning("read-through copy of %s/%s not kept", *bk, exc_info=True)
+                log.warning("read-through copy of %s/%s not kept", info.bucket, info.key,
+                            exc_info=True)
             finally:
+                if not kept and discard is not None:
+                    await discard()
                 _account(store, claim, kept)
-
-    return ObjectStream(info, ClosingBody(tee(), finish), stream.byte_range)
+    return finish
 
 
 def _account(store: CacheStore, claim: Claim, kept: bool) -> None:
