@@ -11,7 +11,7 @@ from backends.blobseer_like.index import Batch
 from backends.blobseer_like.store import Store
 from backends.blocking import run_blocking
 from backends.errors import BucketAlreadyOwnedByYou, BucketNotEmpty, NoSuchBucket
-from backends.posix.layout import check_bucket
+from backends.keys import check_bucket
 
 
 class Buckets:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
-from backends.posix.metadata import meta_from_json, meta_to_json
+from backends.metajson import meta_from_json, meta_to_json
 
 VERSION = 1
 PROVIDER_MAGIC = "squall.blobseer.provider"

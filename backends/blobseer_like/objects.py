@@ -20,8 +20,7 @@ from backends.errors import (
     NoSuchKey,
     PreconditionFailed,
 )
-from backends.keys import check_key
-from backends.posix.layout import check_bucket
+from backends.keys import check_bucket, check_key
 
 INTERNAL_PREFIX = "\x7f"  # keys of the versioning layer (noncurrent versions, markers)
 MAX_INTERNAL_KEY_BYTES = 4096

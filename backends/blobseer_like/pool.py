@@ -26,7 +26,7 @@ from backends.blobseer_like import format as fmt
 from backends.blobseer_like.config import BlobseerConfig
 from backends.blobseer_like.provider import Provider, ProviderError
 from backends.blocking import run_blocking
-from backends.posix.files import read_small
+from backends.files import read_small
 
 log = logging.getLogger("squall.blobseer")
 ACTIVE, STANDBY = "active", "standby"

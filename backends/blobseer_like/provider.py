@@ -18,7 +18,7 @@ from awscrt.checksums import crc64nvme
 from backends.blobseer_like import format as fmt
 from backends.blocking import run_blocking
 from backends.errors import BackendError
-from backends.posix.files import (
+from backends.files import (
     FILE_MODE,
     O_CREATE,
     O_READ,

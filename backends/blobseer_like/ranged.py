@@ -19,7 +19,7 @@ from backends.blobseer_like.chunks import starts_of
 from backends.blobseer_like.objects import Objects, check_object_key, chunk_ids
 from backends.blobseer_like.store import Builder, Store
 from backends.errors import ConditionalRequestConflict, InvalidWriteOffset
-from backends.posix.layout import check_bucket
+from backends.keys import check_bucket
 
 
 def chunk_map_etag(chunks: tuple[fmt.ChunkRef, ...]) -> str:

@@ -29,7 +29,7 @@ from backends.blocking import run_blocking
 from backends.conditions import check_write_conditions
 from backends.errors import BackendError, NoSuchBucket
 from backends.locks import NamedLocks
-from backends.posix.oserrors import os_errors
+from backends.oserrors import os_errors
 
 T = TypeVar("T")
 log = logging.getLogger("squall.blobseer")

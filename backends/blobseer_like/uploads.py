@@ -29,9 +29,9 @@ from backends.blobseer_like.provider import Provider
 from backends.blobseer_like.store import Store
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, InvalidDigest, NoSuchUpload, PreconditionFailed
+from backends.keys import check_bucket
 from backends.multipart import check_completion, completed_meta, multipart_etag
-from backends.posix.layout import check_bucket
-from backends.posix.oserrors import os_errors
+from backends.oserrors import os_errors
 from backends.upload_checksums import part_checksum
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")

@@ -22,11 +22,11 @@ from backends.blocking import run_blocking
 from backends.errors import BackendError
 from backends.locks import NamedLocks
 from backends.multipart import MIN_PART_SIZE
+from backends.oserrors import os_errors
 from backends.posix import buckets
 from backends.posix.hidden import HiddenArea
 from backends.posix.metadata import MetaStore, detect_xattrs
 from backends.posix.objects import ObjectStore
-from backends.posix.oserrors import os_errors
 from backends.posix.uploads import UploadStore
 
 

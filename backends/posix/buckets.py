@@ -20,9 +20,9 @@ from backends.errors import (
     InvalidBucketName,
     NoSuchBucket,
 )
-from backends.posix.files import fsync_dir, read_small, remove_tree, write_atomic
+from backends.files import fsync_dir, read_small, remove_tree, write_atomic
+from backends.keys import check_bucket
 from backends.posix.hidden import HiddenArea
-from backends.posix.layout import check_bucket
 
 BUCKET_MAGIC = "squall.bucket"
 BUCKET_VERSION = 1

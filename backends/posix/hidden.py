@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.errors import BackendError
+from backends.files import O_DIR, fsync_dir, read_small, remove_tree, write_atomic
 from backends.keys import INTERNAL_PREFIX
 from backends.posix import tree
-from backends.posix.files import O_DIR, fsync_dir, read_small, remove_tree, write_atomic
 from backends.posix.layout import FORMAT_VERSION
 
 HIDDEN_NAME = ".squall"

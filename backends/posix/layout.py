@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.errors import InvalidBucketName, InvalidKey, KeyTooLong
+from backends.errors import InvalidKey, KeyTooLong
 from backends.keys import check_key
 
 FORMAT_VERSION = 1
@@ -28,7 +28,6 @@ CONTINUED = "%%c"
 DISPLACED = "%%o"
 NAME_MAX = 255
 LEAF_MAX = NAME_MAX - len(DISPLACED)  # room to displace any leaf name as %%o<name>
-BUCKET_MAX_BYTES = 255
 
 
 def _nbytes(text: str) -> int:
@@ -41,13 +40,6 @@ def _escape(text: str) -> str:
 
 def _unescape(text: str) -> str:
     return text.replace("%25", "%")
-
-
-def check_bucket(bucket: str) -> None:
-    """Refuse bucket names that are not one plain directory name (InvalidBucketName)."""
-    if (not bucket or bucket in (".", "..") or bucket.startswith(".") or "/" in bucket
-            or "\0" in bucket or _nbytes(bucket) > BUCKET_MAX_BYTES):
-        raise InvalidBucketName(f"Bucket name {bucket!r} is not valid.")
 
 
 def leaf_name(segment: str) -> str:

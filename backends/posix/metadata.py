@@ -14,13 +14,13 @@ import errno
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from backends.base import ObjectMeta
-from backends.posix.files import fsync_dir, read_small, write_atomic
+from backends.files import fsync_dir, read_small, write_atomic
+from backends.metajson import meta_from_json, meta_to_json
 
 XATTR_NAME = "user.squall.meta"
 MAGIC = "squall.meta"
@@ -30,8 +30,6 @@ VERSION = 1
 _NO_XATTRS = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM}
 _TOO_BIG = {errno.E2BIG, errno.ENOSPC, errno.ERANGE}
 _ABSENT = {errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP}
-_META_FIELDS = ("content_type", "content_encoding", "content_disposition", "content_language",
-                "cache_control", "expires")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,42 +46,6 @@ class Record:
     def describes(self, st: os.stat_result) -> bool:
         return (self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
                 and (self.ino is None or self.ino == st.st_ino))
-
-
-def meta_to_json(meta: ObjectMeta) -> dict[str, Any]:
-    out: dict[str, Any] = {name: getattr(meta, name) for name in _META_FIELDS
-                           if getattr(meta, name) is not None}
-    if meta.user:
-        out["user"] = dict(meta.user)
-    if meta.tags:
-        out["tags"] = dict(meta.tags)
-    if meta.checksum is not None:
-        out["checksum"] = list(meta.checksum)
-    return out
-
-
-def meta_from_json(data: Mapping[str, Any]) -> ObjectMeta:
-    """ObjectMeta from its JSON form; ValueError if malformed."""
-    fields: dict[str, Any] = {}
-    for name in _META_FIELDS:
-        value = data.get(name)
-        if value is not None:
-            if not isinstance(value, str):
-                raise ValueError(f"bad {name}")
-            fields[name] = value
-    for name in ("user", "tags"):
-        value = data.get(name, {})
-        if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise ValueError(f"bad {name}")
-        fields[name] = value
-    checksum = data.get("checksum")
-    if checksum is not None:
-        if (not isinstance(checksum, list) or len(checksum) != 2
-                or not all(isinstance(x, str) for x in checksum)):
-            raise ValueError("bad checksum")
-        fields["checksum"] = (checksum[0], checksum[1])
-    return ObjectMeta(**fields)
 
 
 def _record_json(record: Record) -> dict[str, Any]:

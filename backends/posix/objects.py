@@ -17,6 +17,7 @@ from backends.base import (
     final_meta,
 )
 from backends.blocking import run_blocking
+from backends.conditions import check_write_conditions
 from backends.errors import (
     BackendError,
     BadDigest,
@@ -25,13 +26,14 @@ from backends.errors import (
     NoSuchKey,
     PreconditionFailed,
 )
+from backends.keys import check_bucket
 from backends.locks import NamedLocks
+from backends.oserrors import os_errors
 from backends.posix import tree
 from backends.posix.hidden import HiddenArea
-from backends.posix.layout import KeyPath, check_bucket, encode_key
+from backends.posix.layout import KeyPath, encode_key
 from backends.posix.listing import TreeLister
 from backends.posix.metadata import MetaStore, Record
-from backends.posix.oserrors import os_errors
 from backends.posix.reader import BytesBody, FileBody
 from backends.posix.staging import StagedFile, commit_shielded, settled
 
@@ -51,20 +53,6 @@ def _md5_of(fd: int, size: int, chunk_size: int) -> str:
         digest.update(data)
         offset += len(data)
     return digest.hexdigest()
-
-
-def _check_conditions(bucket: str, key: str, current: ObjectInfo | None,
-                      if_match: str | None, if_none_match: str | None) -> None:
-    if if_match is not None:
-        if current is None:
-            raise NoSuchKey(bucket, key)
-        wanted = if_match.strip().strip('"')
-        if wanted != "*" and wanted != current.etag:
-            raise PreconditionFailed(f"If-Match {if_match!r} does not match the current ETag.")
-    if if_none_match is not None and current is not None:
-        unwanted = if_none_match.strip().strip('"')
-        if unwanted in ("*", current.etag):
-            raise PreconditionFailed(f"If-None-Match {if_none_match!r}: the object exists.")
 
 
 class ObjectStore:
@@ -253,7 +241,7 @@ class ObjectStore:
             with os_errors("PutObject", missing=NoSuchBucket(bucket)):
                 if if_match is not None or if_none_match is not None:
                     current = await run_blocking(self._current, bucket, path)
-                    _check_conditions(bucket, path.key, current, if_match, if_none_match)
+                    check_write_conditions(bucket, path.key, current, if_match, if_none_match)
                 for _ in range(_COMMIT_ATTEMPTS):
                     outcome = await run_blocking(self._place, bucket, path, staged, record)
                     if isinstance(outcome, tree.Conflict):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from backends.blocking import run_blocking
-from backends.posix.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name, write_all
+from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name, write_all
 from backends.regions import FileRegion, take_regions, verified_md5
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.errors import BackendError, NoSuchBucket
-from backends.posix.files import O_DIR, O_READ, fsync_dir
+from backends.files import O_DIR, O_READ, fsync_dir
 from backends.posix.layout import DISPLACED, KeyPath
 
 _NOT_THERE = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP}

@@ -31,6 +31,7 @@ from backends.base import (
     UploadInfo,
     final_meta,
 )
+from backends.conditions import check_write_etag
 from backends.errors import (
     BackendError,
     BucketAlreadyOwnedByYou,
@@ -295,14 +296,7 @@ class CacheTier:
                 etag = (await self._inner.head_object(*bk)).etag
             except NoSuchKey:
                 etag = None
-        if if_none_match is not None and etag is not None and (
-                if_none_match.strip() == "*" or if_none_match.strip('"') == etag):
-            raise PreconditionFailed()
-        if if_match is not None:
-            if etag is None:
-                raise NoSuchKey(*bk)
-            if if_match.strip() != "*" and if_match.strip('"') != etag:
-                raise PreconditionFailed()
+        check_write_etag(*bk, etag, if_match, if_none_match)
 
     async def acquire_clean(self, bk: BK) -> None:
         """Take the key lock of ``bk`` once it has no unflushed record (asking the

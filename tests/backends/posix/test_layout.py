@@ -7,10 +7,10 @@ import random
 import pytest
 
 from backends.errors import InvalidBucketName, InvalidKey, KeyTooLong
+from backends.keys import check_bucket
 from backends.posix.layout import (
     LEAF_MAX,
     NAME_MAX,
-    check_bucket,
     decode_name,
     encode_key,
     encode_segment,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from backends.base import ObjectMeta
-from backends.posix.metadata import XATTR_NAME, MetaStore, Record, meta_from_json, meta_to_json
+from backends.metajson import meta_from_json, meta_to_json
+from backends.posix.metadata import XATTR_NAME, MetaStore, Record
 
 META = ObjectMeta(content_type="text/plain", cache_control="no-cache", user={"a": "ü"},
                   tags={"t": "1"}, checksum=("SHA1", "c2hh"))

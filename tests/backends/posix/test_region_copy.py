@@ -12,8 +12,8 @@ import pytest
 
 from backends.base import ObjectMeta
 from backends.blocking import run_blocking
+from backends.files import copy_data
 from backends.posix import PosixBackend
-from backends.posix.files import copy_data
 from backends.regions import FileRegion
 from tests.backends.conformance import blob, md5_hex
 from tests.backends.posix.support import MIN_PART, get

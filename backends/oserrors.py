@@ -1,4 +1,4 @@
-"""OSError -> typed storage errors, in one place at the edge of the posix backend."""
+"""OSError -> typed storage errors, in one place at the edge of the local-disk backends."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from backends.errors import BackendError, KeyTooLong, NoSuchKey, PreconditionFailed, SlowDown
-from backends.posix.oserrors import os_errors
+from backends.oserrors import os_errors
 
 
 def test_enoent_becomes_the_missing_error() -> None:
