@@ -43,6 +43,7 @@ from backends.errors import (
 from backends.files import fsync_dir, read_small, remove_tree, temp_name, write_atomic
 from backends.keys import check_bucket
 from backends.locks import NamedLocks
+from backends.metajson import meta_from_json, meta_to_json
 from backends.multipart import (
     MAX_PART_NUMBER,
     check_completion,
@@ -53,7 +54,6 @@ from backends.oserrors import os_errors
 from backends.posix import buckets
 from backends.posix.hidden import HiddenArea
 from backends.posix.layout import encode_key
-from backends.posix.metadata import meta_from_json, meta_to_json
 from backends.posix.objects import ObjectStore
 from backends.posix.staging import StagedFile, commit_shielded, settled
 from backends.upload_checksums import part_checksum
