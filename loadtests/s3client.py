@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from geventhttpclient import HTTPClient
 from locust.exception import RescheduleTask
 
-from loadtests.s3xml import ListEntry, ListPage, error_code, parse_list_v2
+from loadtests.s3xml import ListEntry, ListV2Result, error_code, parse_list_v2
 from loadtests.sigv4 import Signer, object_path, query_string
 
 _READ_BLOCK = 1 << 20
@@ -189,7 +189,7 @@ class S3Client:
         max_keys: int = 1000,
         token: str | None = None,
         name: str | None = None,
-    ) -> ListPage:
+    ) -> ListV2Result:
         params = {"list-type": "2", "prefix": prefix, "max-keys": str(max_keys)}
         if token:
             params["continuation-token"] = token

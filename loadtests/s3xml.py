@@ -18,7 +18,7 @@ class ListEntry:
 
 
 @dataclass(slots=True)
-class ListPage:
+class ListV2Result:
     entries: list[ListEntry] = field(default_factory=list)
     truncated: bool = False
     token: str | None = None
@@ -40,10 +40,10 @@ def error_code(body: bytes) -> str:
     return ""
 
 
-def parse_list_v2(body: bytes) -> ListPage:
+def parse_list_v2(body: bytes) -> ListV2Result:
     """Parse a ListObjectsV2 result document."""
     root = ET.fromstring(body)
-    page = ListPage()
+    page = ListV2Result()
     for child in root:
         name = _local(child.tag)
         if name == "Contents":

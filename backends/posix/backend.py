@@ -26,7 +26,7 @@ from backends.oserrors import os_errors
 from backends.posix import buckets
 from backends.posix.hidden import HiddenArea
 from backends.posix.metadata import MetaStore, detect_xattrs
-from backends.posix.objects import ObjectStore
+from backends.posix.objects import ObjectFiles
 from backends.posix.uploads import UploadStore
 
 
@@ -53,7 +53,7 @@ class PosixBackend:
         self._use_xattrs = use_xattrs
         self._metas = MetaStore(self._hidden.meta, self._hidden.tmp,
                                 use_xattrs=bool(use_xattrs), durable=durable)
-        self._objects = ObjectStore(self._hidden, self._metas, NamedLocks(),
+        self._objects = ObjectFiles(self._hidden, self._metas, NamedLocks(),
                                     durable=durable, chunk_size=chunk_size)
         self._uploads = UploadStore(self._hidden, self._objects, durable=durable,
                                     min_part_size=min_part_size)

@@ -55,7 +55,7 @@ def _md5_of(fd: int, size: int, chunk_size: int) -> str:
     return digest.hexdigest()
 
 
-class ObjectStore:
+class ObjectFiles:
     """Objects in bucket trees; every public method is async and never blocks the loop."""
 
     def __init__(self, hidden: HiddenArea, metas: MetaStore, locks: NamedLocks, *,

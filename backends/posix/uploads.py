@@ -54,7 +54,7 @@ from backends.oserrors import os_errors
 from backends.posix import buckets
 from backends.posix.hidden import HiddenArea
 from backends.posix.layout import encode_key
-from backends.posix.objects import ObjectStore
+from backends.posix.objects import ObjectFiles
 from backends.posix.staging import StagedFile, commit_shielded, settled
 from backends.upload_checksums import part_checksum
 
@@ -132,7 +132,7 @@ def _copy_range(src_fd: int, dst_fd: int, start: int, length: int, md5: bool) ->
 class UploadStore:
     """Multipart uploads of the posix backend."""
 
-    def __init__(self, hidden: HiddenArea, objects: ObjectStore, *, durable: bool,
+    def __init__(self, hidden: HiddenArea, objects: ObjectFiles, *, durable: bool,
                  min_part_size: int) -> None:
         self._hidden = hidden
         self._objects = objects
