@@ -33,6 +33,7 @@ REQUEST_TIMEOUT = ("RequestTimeout", 400,
                     "within the timeout period. Idle connections will be closed."))
 HEADERS_TOO_LARGE = ("RequestHeaderSectionTooLarge", 400,
                      "Your request header section exceeds the maximum allowed size.")
+BAD_REQUEST = ("BadRequest", 400, "An error occurred when parsing the HTTP request.")
 SLOW_DOWN = ("SlowDown", 503, "Please reduce your request rate.")
 SLOW_DOWN_RETRY_AFTER_S = 1
 
@@ -133,7 +134,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
             if self._refused or self.transport.is_closing():
                 return
             self.logger.warning("Invalid HTTP request received.")
-            self.send_400_response("Invalid HTTP request received.")
+            self._refuse(BAD_REQUEST)
 
     # -- parser callbacks ----------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,8 +10,49 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
+from hypothesis import HealthCheck, settings
 
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
+
+#: Fuzz tests (hypothesis) are derandomized: the same examples on every run, CI included.
+#: ``SQUALL_FUZZ_SEED=N`` explores other examples (reproducibly for the same N). No example
+#: database: a failure prints its example and a reproduce blob instead.
+FUZZ_SEED = os.environ.get("SQUALL_FUZZ_SEED")
+settings.register_profile("squall", deadline=None, database=None, print_blob=True,
+                          derandomize=FUZZ_SEED is None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("squall")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if FUZZ_SEED is not None and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = FUZZ_SEED  # read by hypothesis' own pytest plugin
+
+
+#: Tests left out of the quick tier (``./scripts/test.sh --quick`` runs ``-m "not slow"``):
+#: these directories and files, and every ``*_e2e.py`` (end-to-end runs of real gateways,
+#: clients, mounts and clusters), besides the tests marked ``slow`` themselves.
+SLOW_PATHS = (
+    "tests/gateway/fuse_mount/", "tests/gateway/s3api/clients/", "tests/gateway/s3api/fuzz/",
+    "tests/gateway/workers/", "tests/helm/", "tests/docs/",
+    "tests/gateway/cache/test_elastic_server.py", "tests/gateway/cache/test_crash.py",
+    "tests/gateway/cache/test_uploads_beyond_cache_server.py",
+    "tests/loadtests/test_bench.py", "tests/loadtests/test_fuse_bench.py",
+    "tests/loadtests/test_elastic_bench.py", "tests/loadtests/test_burst.py",
+    "tests/loadtests/test_memory.py", "tests/loadtests/test_warp.py",
+    "tests/loadtests/test_scenarios.py", "tests/loadtests/test_qos_bench.py",
+    "tests/gateway/versioning/test_crash.py", "tests/gateway/cost/test_calibrate.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) \
+            else item.path.as_posix()
+        if path.endswith("_e2e.py") or path.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import make_client
-from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
+from tests.support.server import ACCESS_KEY, SquallProcess
+from tests.support.server import run_sync as _sync
 
 SLOW_BACKEND = ["--backend-bandwidth", "256KiB/s", "--inactivity-delay", "3600"]
 
@@ -29,13 +30,6 @@ def _writer(s3, bucket: str, acked: dict[str, bytes], stop: threading.Event) -> 
             return
         acked[key] = body
         i += 1
-
-
-def _sync(server: SquallProcess) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
-                           server.endpoint], capture_output=True, text=True, timeout=120,
-                          check=False, env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
-                                            "SQUALL_SECRET_KEY": SECRET_KEY})
 
 
 def test_kill_during_a_write_burst_loses_no_acknowledged_write(tmp_path: Path) -> None:

@@ -62,6 +62,21 @@ def test_a_header_section_too_large_is_refused_before_authentication(
     assert b"<Code>RequestHeaderSectionTooLarge</Code>" in answer
 
 
+@pytest.mark.parametrize("request_line", [
+    b"GET /limits-bucket/\xff\x01k HTTP/1.1\r\n",
+    b"GET /limits-bucket/k HTTP/9\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n",  # a TLS hello on the plain port
+])
+def test_a_request_that_is_not_http_gets_an_s3_error(limited: SquallProcess,
+                                                       request_line: bytes) -> None:
+    with connect(limited) as sock:
+        sock.sendall(request_line + b"Host: 127.0.0.1\r\n\r\n")
+        answer = read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert b"content-type: application/xml" in answer
+    assert b"<Code>BadRequest</Code>" in answer
+
+
 def test_too_many_headers_are_refused(limited: SquallProcess) -> None:
     many = b"".join(b"X-H%d: v\r\n" % i for i in range(100))  # 1 KB, > 64 headers
     with connect(limited) as sock:

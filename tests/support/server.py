@@ -31,6 +31,14 @@ def _takes_workers(args: Sequence[str]) -> bool:
                    for a in args)
 
 
+def run_sync(server: SquallProcess, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``squall sync`` against ``server`` with the test credentials: flush everything."""
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
+                           server.endpoint], capture_output=True, text=True, timeout=timeout,
+                          check=False, env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
+                                            "SQUALL_SECRET_KEY": SECRET_KEY})
+
+
 class SquallProcess:
     """A gateway subprocess; ``stop()`` (SIGTERM) or ``kill()`` (SIGKILL) by its PID."""
 

@@ -16,11 +16,12 @@ from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 def signed_headers(method: str, url: str, body: bytes = b"",
                    headers: dict[str, str] | None = None, *, access_key: str = ACCESS_KEY,
-                   secret_key: str = SECRET_KEY, clock_offset_s: float = 0
-                   ) -> dict[str, str]:
-    """Headers of a SigV4-signed request; ``clock_offset_s`` signs with a skewed clock."""
+                   secret_key: str = SECRET_KEY, clock_offset_s: float = 0,
+                   payload_hash: str | None = None) -> dict[str, str]:
+    """Headers of a SigV4-signed request; ``clock_offset_s`` signs with a skewed clock,
+    ``payload_hash`` is the x-amz-content-sha256 signed (default: the body's SHA-256)."""
     request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
-    request.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
+    request.headers["x-amz-content-sha256"] = payload_hash or hashlib.sha256(body).hexdigest()
     signer = S3SigV4Auth(Credentials(access_key, secret_key), "s3", "us-east-1")
     skewed = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + \
         datetime.timedelta(seconds=clock_offset_s)
