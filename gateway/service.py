@@ -6,6 +6,7 @@ lists, and exposes multipart uploads; it knows nothing of HTTP and nothing of fi
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -50,6 +51,7 @@ from backends.upload_checksums import (
 )
 from gateway.bucket_config import BucketConfigs
 from gateway.checksumming import ChecksummingBody
+from gateway.cluster.keyops import DeleteAnswer, KeyOwners
 from gateway.conditions import Conditions
 from gateway.cors import CorsRule, rules_from_json, rules_to_json
 from gateway.lifecycle import rules as lifecycle
@@ -140,7 +142,13 @@ class ObjectService:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._versions = VersionedObjects(backend)
+        # In a cluster, each key's writes run on its owner (docs/cluster.md).
+        self._owners = backend if isinstance(backend, KeyOwners) else None
+        owners = self._owners
+        self._versions = VersionedObjects(backend, owns=None if owners is None else
+                                          lambda b, k: owners.key_owner(b, k) is None)
+        if owners is not None:
+            owners.serve_key_operations(self)
         self._configs = BucketConfigs(backend)
         self._guard = WriteGuard()  # lifecycle expiration never races a write
         # Other gateway processes (cluster members, workers) cache bucket settings too.
@@ -366,15 +374,50 @@ class ObjectService:
 
     async def delete_objects(self, bucket: str, objects: Sequence[tuple[str, str | None]]
                              ) -> list[DeleteResult]:
-        """Delete (key, version id or None) pairs, each on its own."""
+        """Delete (key, version id or None) pairs, each on its own and on its key's owner:
+        in a cluster, each other member deletes its keys (one request per member) while
+        this process deletes its own; results come back in request order."""
         await self._backend.head_bucket(bucket)
-        results = []
-        for key, version_id in objects:
+        owners = self._owners
+        groups: dict[int | None, list[int]] = {}
+        for index, (key, _) in enumerate(objects):
+            groups.setdefault(None if owners is None else owners.key_owner(bucket, key),
+                              []).append(index)
+        answers: list[DeleteAnswer | None] = [None] * len(objects)
+
+        async def here(indexes: list[int]) -> None:
+            for index in indexes:
+                key, version_id = objects[index]
+                try:
+                    answers[index] = await self.delete_object(bucket, key,
+                                                              version_id=version_id)
+                except StorageError as exc:
+                    answers[index] = exc
+
+        async def there(owner: int, indexes: list[int]) -> None:
+            assert owners is not None
+            got: Sequence[DeleteAnswer]
             try:
-                outcome = await self.delete_object(bucket, key, version_id=version_id)
-                results.append(DeleteResult(key, version_id, outcome))
-            except StorageError as exc:
-                results.append(DeleteResult(key, version_id, error=exc))
+                got = await owners.delete_objects_at(owner, bucket,
+                                                     [objects[i] for i in indexes])
+            except StorageError as exc:  # the member is unavailable: so are its keys
+                got = [exc] * len(indexes)
+            for index, answer in zip(indexes, got, strict=True):
+                answers[index] = answer
+
+        done = await asyncio.gather(*(here(indexes) if owner is None else
+                                      there(owner, indexes)
+                                      for owner, indexes in groups.items()),
+                                    return_exceptions=True)
+        for failure in done:
+            if isinstance(failure, BaseException):
+                raise failure
+        results = []
+        for (key, version_id), answer in zip(objects, answers, strict=True):
+            if isinstance(answer, StorageError):
+                results.append(DeleteResult(key, version_id, error=answer))
+            else:
+                results.append(DeleteResult(key, version_id, answer))
         return results
 
     async def _source(self, source: CopySource) -> tuple[str, Version | None]:

@@ -1,9 +1,11 @@
 """ClusterBackend: the storage stack as seen by a cluster member.
 
-Sits between ObjectService and this node's cache tier (``local``). Key operations on a
-key this node owns go to ``local``; on any other key they go to the key's owner through
-the peer protocol (so the source of a copy owned elsewhere, or a key deleted by a
-DeleteObjects served here, is read or changed where its newest state lives). Listings
+Sits between ObjectService and this node's cache tier (``local``). Storage operations
+on a key this node owns go to ``local``; on any other key they go to the key's owner
+through the peer protocol (so the source of a copy owned elsewhere is read where its
+newest state lives). A key's writes with their versioning logic run on its owner
+(KeyOwners): single-key requests are forwarded there, and the gateway core sends each
+owner its part of a DeleteObjects (``delete_objects_at``). Listings
 merge the shared backend (through ``local``) with every member's unflushed records.
 Bucket configuration (internal keys under ``CONFIG_PREFIX``, such as the
 versioning status) is read from the shared backend while its owner is down, so a bucket
@@ -33,14 +35,15 @@ from backends.base import (
     UploadInfo,
 )
 from backends.errors import BucketNotEmpty, NotImplementedByBackend, PreconditionFailed
+from backends.internal_keys import CONFIG_PREFIX
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.listing import merge_sorted
 from gateway.cache.tier import CacheTier
 from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.keyops import DeleteAnswer, DeleteItem, KeyOperations
 from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
 from gateway.cluster.ring import Ring, routing_key
 from gateway.listing import closing
-from gateway.versioning.records import CONFIG_PREFIX
 
 log = logging.getLogger("squall.cluster")
 T = TypeVar("T")
@@ -65,6 +68,7 @@ class ClusterBackend:
         self._ring = ring
         self._peers = peers
         self._known_buckets: set[str] = set()
+        self._key_operations: KeyOperations | None = None
         self._settings_listeners: list[Callable[[str], None]] = []
         # Peers' unflushed records fetched by the listing running in a task, reused when
         # that listing restarts past a common prefix (see iter_objects).
@@ -81,6 +85,25 @@ class ClusterBackend:
         if self._ring.owns(bucket, key):
             return None
         return self._peers[self._ring.owner(bucket, key)]
+
+    # -- key operations on their owner (KeyOwners) -------------------------------------
+    def key_owner(self, bucket: str, key: str) -> int | None:
+        """The member owning ``key``, None if this node does."""
+        owner = self._ring.owner(bucket, key)
+        return None if owner == self._ring.self_index else owner
+
+    async def delete_objects_at(self, owner: int, bucket: str,
+                                items: Sequence[DeleteItem]) -> list[DeleteAnswer]:
+        self._wrote_remotely()
+        return await self._peers[owner].delete_objects(bucket, items)
+
+    def serve_key_operations(self, operations: KeyOperations) -> None:
+        self._key_operations = operations
+
+    @property
+    def key_operations(self) -> KeyOperations | None:
+        """What runs the other members' requests for this node's keys (None: not yet)."""
+        return self._key_operations
 
     def on_settings_changed(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(bucket)`` when another member changed a bucket's settings

@@ -47,7 +47,8 @@ class ClusterNode:
         self.health = HealthMonitor(ring, self.transport, interval_s=settings.health_interval_s,
                                     registry=registry)
         self.peer_api = PeerAPI(local, self._cache, ring, self.auth, self.backend.forget_bucket,
-                                self.backend.heard_settings_changed)
+                                self.backend.heard_settings_changed,
+                                lambda: self.backend.key_operations)
         self.ready: Callable[[], bool] = lambda: True
 
     async def start(self) -> None:

@@ -20,6 +20,7 @@ from backends.errors import BucketNotEmpty, IncompleteBody, ServiceUnavailable, 
 from gateway.cache.cluster_view import ClusterView
 from gateway.cluster import wire
 from gateway.cluster.errors import PeerAuthFailed
+from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.ring import Ring
 from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
@@ -28,6 +29,8 @@ from gateway.s3api.responses import ObjectStreamResponse
 
 log = logging.getLogger("squall.cluster")
 PATH_PREFIX = "/_squall/peer/"
+# A delete-objects request: at most 1000 keys of 1 KiB, each at most tripled by JSON.
+MAX_DELETE_BODY = MAX_DELETE_ITEMS * 4 * 1024
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -67,29 +70,43 @@ async def request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The whole request body; InvalidArgument past ``limit`` bytes."""
+    data = bytearray()
+    async for chunk in request_body(request.receive):
+        data += chunk
+        if len(data) > limit:
+            raise InvalidArgument(f"peer request body over {limit} bytes")
+    return bytes(data)
+
+
 class PeerAPI:
     """ASGI app for ``/_squall/peer/*``.
 
     ``local`` is this node's storage under the cluster layer; ``cache`` the cluster's view
     of its cache tier (None without one); ``forget_bucket`` is told when another member
-    deleted a bucket.
+    deleted a bucket; ``key_operations`` gives what runs other members' requests for the
+    keys this node owns (None until the gateway core is built).
     """
 
     def __init__(self, local: Backend, cache: ClusterView | None, ring: Ring, auth: PeerAuth,
                  forget_bucket: Callable[[str], None],
-                 settings_changed: Callable[[str], None]) -> None:
+                 settings_changed: Callable[[str], None],
+                 key_operations: Callable[[], KeyOperations | None] = lambda: None) -> None:
         self._local = local
         self._cache = cache
         self._ring = ring
         self._auth = auth
         self._forget = forget_bucket
         self._settings_changed = settings_changed
+        self._key_operations = key_operations
         self._routes: dict[tuple[str, str], Handler] = {
             ("GET", "object"): self.get_object,
             ("HEAD", "object"): self.head_object,
             ("PUT", "object"): self.put_object,
             ("DELETE", "object"): self.delete_object,
             ("POST", "metadata"): self.replace_metadata,
+            ("POST", "delete-objects"): self.delete_objects,
             ("GET", "dirty"): self.dirty,
             ("GET", "uploads"): self.uploads,
             ("POST", "drain"): self.drain,
@@ -160,6 +177,33 @@ class PeerAPI:
         meta = wire.meta_from(json.loads(await request.body()))
         info = await self._local.replace_metadata(bucket, key, meta)
         return _json_response(wire.to_json(info))
+
+    async def delete_objects(self, request: Request) -> Response:
+        """Part of a DeleteObjects another member received: each key (this node's) is
+        deleted as an S3 DELETE would, under its lock here; one answer per key, in order."""
+        bucket = _param(request, "bucket")
+        operations = self._key_operations()
+        if operations is None:
+            raise ServiceUnavailable(f"cluster member {self._ring.self_index} is starting")
+        try:
+            items = wire.items_from_json(json.loads(await _bounded_body(request,
+                                                                        MAX_DELETE_BODY)))
+        except (ValueError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError too
+            raise InvalidArgument(f"malformed delete-objects request: {exc}") from None
+        answers: list[DeleteAnswer] = []
+        for key, version_id in items:
+            try:
+                if not self._ring.owns(bucket, key):
+                    raise ServiceUnavailable(f"cluster member {self._ring.self_index} does "
+                                             f"not own {bucket}/{key}")
+                answers.append(await operations.delete_object(bucket, key,
+                                                              version_id=version_id))
+            except StorageError as exc:
+                answers.append(exc)
+            except Exception:
+                log.exception("deleting %s/%r for another member failed", bucket, key)
+                answers.append(InternalError())
+        return _json_response([wire.answer_to_json(a) for a in answers])
 
     # -- listings and buckets ----------------------------------------------------------
     async def dirty(self, request: Request) -> Response:

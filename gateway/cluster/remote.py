@@ -15,6 +15,7 @@ from backends.base import ObjectInfo, ObjectMeta, ObjectStream, RangeRequest, Up
 from backends.errors import ServiceUnavailable
 from gateway.cache.streams import ClosingBody
 from gateway.cluster import wire
+from gateway.cluster.keyops import DeleteAnswer, DeleteItem
 from gateway.cluster.transport import PeerResponse, PeerTransport
 
 PREFIX = b"/_squall/peer/"
@@ -118,6 +119,19 @@ class PeerClient:
                                 content=_once(body))
         assert isinstance(data, dict)
         return wire.info_from(data)
+
+    async def delete_objects(self, bucket: str, items: Sequence[DeleteItem]
+                             ) -> list[DeleteAnswer]:
+        """The member deletes ``items`` (keys it owns) as S3 DELETEs would, under its key
+        locks, and answers each in order."""
+        body = wire.dumps(wire.items_to_json(items)).encode()
+        data = await self._json("POST", "delete-objects", {"bucket": bucket},
+                                headers=[(b"content-length", str(len(body)).encode())],
+                                content=_once(body))
+        if not isinstance(data, list) or len(data) != len(items):
+            raise ServiceUnavailable(f"cluster member {self.node} answered delete-objects "
+                                     "with a malformed answer")
+        return [wire.answer_from_json(answer) for answer in data]
 
     # -- listings and buckets ----------------------------------------------------------
     async def dirty(self, bucket: str, prefix: str, start_after: str) -> Overlay:

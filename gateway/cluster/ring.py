@@ -1,6 +1,6 @@
 """Ownership: rendezvous (highest random weight) hashing of (bucket, key) over members.
 
-Pure and dependency-free: the server, ``gateway.cluster.client`` and any other client
+Pure, standard library only: the server, ``gateway.cluster.client`` and any other client
 compute the same owner from the member list ``GET /_squall/cluster`` returns.
 
 The weight of member ``m`` for a key is the first 8 bytes (big-endian) of
@@ -17,21 +17,16 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backends.internal_keys import split_record
+
 HASH_NAME = "rendezvous-blake2b64"
-INTERNAL_PREFIX = "\x7f"
-VERSION_PREFIX = "\x7fv/"
 
 
 def routing_key(key: str) -> str:
     """The key whose owner stores ``key``: the key itself, except for the versioning
-    layer's records ``"\\x7fv/" + escaped_key + "\\t\\t" + version`` (``escaped_key`` is the
-    user key with every ``"\\t"`` written ``"\\t\\n"``), which live with the user key."""
-    if not key.startswith(VERSION_PREFIX):
-        return key
-    escaped, sep, _version = key[len(VERSION_PREFIX):].partition("\t\t")
-    if not sep:
-        return key
-    return escaped.replace("\t\n", "\t")
+    layer's records (:mod:`backends.internal_keys`), which live with their user key."""
+    record = split_record(key)
+    return key if record is None else record[0]
 
 
 def normalize_url(url: str) -> str:

@@ -1,4 +1,5 @@
-"""The peer protocol's JSON: object infos, metadata, uploads and typed errors.
+"""The peer protocol's JSON: object infos, metadata, uploads, typed errors, and the items
+and answers of per-key deletes.
 
 Everything is ASCII JSON (``ensure_ascii``) so it can travel in a header as well as in a
 body; a typed error raised on the owner is raised again, same class and fields, on the
@@ -9,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from backends.base import ObjectInfo, ObjectMeta, UploadInfo
 from backends.errors import StorageError
+from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, DeleteItem
 from gateway.s3api import errors as _s3_errors  # noqa: F401 - registers protocol errors
+from gateway.versioning.objects import DeleteOutcome
 
 INFO_HEADER = "x-squall-info"
 ERROR_HEADER = "x-squall-error"
@@ -67,3 +71,33 @@ def error_from(data: dict[str, Any]) -> StorageError:
                           resource=str(data.get("resource", "")))
     exc.__dict__.update(data.get("attrs") or {})
     return exc
+
+
+def items_to_json(items: Sequence[DeleteItem]) -> list[dict[str, Any]]:
+    return [{"key": key, "version_id": version_id} for key, version_id in items]
+
+
+def items_from_json(data: object) -> list[DeleteItem]:
+    """The items of a peer request; ValueError or TypeError if it is not a list of them."""
+    if not isinstance(data, list) or len(data) > MAX_DELETE_ITEMS:
+        raise ValueError(f"expected a list of at most {MAX_DELETE_ITEMS} objects")
+    items: list[DeleteItem] = []
+    for entry in data:
+        key = entry.get("key") if isinstance(entry, dict) else None
+        version_id = entry.get("version_id") if isinstance(entry, dict) else None
+        if not isinstance(key, str) or not isinstance(version_id, str | None):
+            raise TypeError("every object needs a string key and version_id")
+        items.append((key, version_id))
+    return items
+
+
+def answer_to_json(answer: DeleteAnswer) -> dict[str, Any]:
+    if isinstance(answer, StorageError):
+        return {"error": error_to(answer)}
+    return {"version_id": answer.version_id, "delete_marker": answer.delete_marker}
+
+
+def answer_from_json(data: dict[str, Any]) -> DeleteAnswer:
+    if "error" in data:
+        return error_from(data["error"])
+    return DeleteOutcome(data.get("version_id"), bool(data.get("delete_marker")))

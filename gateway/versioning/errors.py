@@ -1,10 +1,11 @@
-"""Errors about delete markers; they carry the headers S3 sends with them."""
+"""Errors about delete markers (they carry the headers S3 sends with them), and about
+writes asked of a process that does not own the key."""
 
 from __future__ import annotations
 
 from email.utils import formatdate
 
-from backends.errors import NoSuchKey, StorageError
+from backends.errors import NoSuchKey, ServiceUnavailable, StorageError
 from gateway.versioning.ids import timestamp
 
 
@@ -30,3 +31,12 @@ class VersionIsDeleteMarker(StorageError):
 class SourceIsDeleteMarker(StorageError):
     """The source of a copy request may not specifically refer to a delete marker by
     version id."""
+
+
+class NotKeyOwner(ServiceUnavailable):
+    """A write of a key reached a cluster member that does not own it; the key's writes
+    run on its owner, under its lock (never expected: requests are routed there)."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"{bucket}/{key} is owned by another cluster member: its writes "
+                         "run there.", resource=f"{bucket}/{key}")

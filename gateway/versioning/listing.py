@@ -11,18 +11,17 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
 from backends.base import ObjectInfo
+from backends.internal_keys import VERSION_RECORDS as RECORDS
+from backends.internal_keys import escape, record_base
 from gateway.listing import AFTER_ALL, closing, prefix_of
 from gateway.versioning import ids
 from gateway.versioning.objects import VersionedObjects, check_version_id
 from gateway.versioning.records import (
-    RECORDS,
     Version,
     client_view,
     current_version,
-    escape,
     is_internal,
     parse_record,
-    record_base,
 )
 
 

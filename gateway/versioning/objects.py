@@ -1,7 +1,10 @@
 """VersionedObjects: S3 versioning semantics over any Backend.
 
-Every write to a versioned bucket runs under the key's lock, in an order that keeps one
-invariant at every step, so a crash anywhere leaves a valid state:
+Every write to a versioned bucket runs under the key's lock, on the process that owns
+the key (in a cluster, its owner: ``owns`` says which keys are this process's, and a
+write of another key is refused with NotKeyOwner rather than run under a lock that
+does not serialise it), in an order that keeps one invariant at every step, so a crash
+anywhere leaves a valid state:
 
     the current object, when it exists, is the newest version of its key.
 
@@ -29,24 +32,24 @@ from backends.base import (
     RangeRequest,
 )
 from backends.errors import InvalidVersionId, NoSuchKey, NoSuchVersion
+from backends.internal_keys import CONFIG_PREFIX, record_base
+from backends.internal_keys import VERSION_RECORDS as RECORDS
 from backends.locks import NamedLocks
 from gateway.versioning import ids
 from gateway.versioning.errors import (
     DeleteMarkerIsLatest,
+    NotKeyOwner,
     SourceIsDeleteMarker,
     VersionIsDeleteMarker,
 )
 from gateway.versioning.records import (
-    CONFIG_PREFIX,
     ETAG,
-    RECORDS,
     STAMP,
     Version,
     as_record,
     client_view,
     current_version,
     parse_record,
-    record_base,
     stamp,
     unstamped,
     version_etag,
@@ -54,6 +57,7 @@ from gateway.versioning.records import (
 from gateway.versioning.state import BucketStates, VersioningStatus
 
 Writer = Callable[[ObjectMeta], Awaitable[ObjectInfo]]
+Owns = Callable[[str, str], bool]  # (bucket, key) -> whether this process owns the key
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +81,16 @@ def check_version_id(version_id: str) -> None:
 class VersionedObjects:
     """Objects of every bucket, with versions where the bucket has versioning."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, owns: Owns | None = None) -> None:
         self._backend = backend
+        self._owns = owns
         self._states = BucketStates(backend)
         self._ids = ids.VersionIds()
         self._locks = NamedLocks()
+
+    def _check_owner(self, bucket: str, key: str) -> None:
+        if self._owns is not None and not self._owns(bucket, key):
+            raise NotKeyOwner(bucket, key)
 
     @property
     def backend(self) -> Backend:
@@ -242,6 +251,7 @@ class VersionedObjects:
         if status is VersioningStatus.UNVERSIONED:
             return self.view(await writer(meta), None)
         null = status is VersioningStatus.SUSPENDED
+        self._check_owner(bucket, key)
         async with self._locks.hold((bucket, key)):
             current = await self._head_current(bucket, key)
             if current is not None and not (null and current_version(current).null):
@@ -268,6 +278,7 @@ class VersionedObjects:
                      ) -> DeleteOutcome:
         if version_id is not None:
             check_version_id(version_id)
+        self._check_owner(bucket, key)
         status = await self._states.get(bucket)
         if status is VersioningStatus.UNVERSIONED:
             await self._backend.head_bucket(bucket)
@@ -336,6 +347,7 @@ class VersionedObjects:
     async def replace_meta(self, bucket: str, key: str, version_id: str | None,
                            change: Callable[[ObjectMeta], ObjectMeta]) -> ObjectInfo:
         """Change the metadata (tags) of one version, keeping its stamp."""
+        self._check_owner(bucket, key)
         async with self._locks.hold((bucket, key)):
             if not await self._versioned(bucket):
                 info = await self.head(bucket, key, version_id=version_id)

@@ -5,11 +5,12 @@
   ``null:<order id>``). An object without the stamp (written before versioning was
   enabled, or by another tool) is the null version, ordered by its modification time.
 * Every **noncurrent** version and every **delete marker** is a version record: an
-  object under the internal key ``RECORDS + escape(key) + "\\t\\t" + invert(order) + "."
-  + kind + nullness``. Internal keys start with ``INTERNAL`` (U+007F), which clients may
-  not use; a backend may keep them apart (the posix backend stores them in its hidden
-  area). Records of one key are contiguous and sort newest first, and keys sort in the
-  same order as the records' keys (see :func:`escape`).
+  object under the internal key ``record_base(key) + invert(order) + "." + kind +
+  nullness`` (the record key layout is defined once, in :mod:`backends.internal_keys`,
+  which the cluster ring reads too). Internal keys start with ``INTERNAL`` (U+007F),
+  which clients may not use; a backend may keep them apart (the posix backend stores them
+  in its hidden area). Records of one key are contiguous and sort newest first, and keys
+  sort in the same order as the records' keys.
 
 The layout is versioned by ``FORMAT`` (docs/versioning.md), written with a magic in the
 bucket's status object (:mod:`gateway.versioning.state`); records also carry the stamp.
@@ -20,31 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from backends.base import ObjectInfo, ObjectMeta
+from backends.internal_keys import CONFIG_PREFIX, record_base, split_record
 from backends.keys import INTERNAL_PREFIX as INTERNAL
 from gateway.versioning import ids
 
 FORMAT = 1
-RECORDS = INTERNAL + "v/"
-CONFIG_PREFIX = INTERNAL + "c/"  # bucket configuration
 CONFIG_KEY = CONFIG_PREFIX + "versioning"
 STAMP = "squall-version-id"
 ETAG = "squall-version-etag"  # a version's own ETag, kept when its bytes are copied
 _RESERVED = (STAMP, ETAG)
-_SEP = "\t\t"
-
-
-def escape(key: str) -> str:
-    """``key`` with every tab written as tab + newline.
-
-    The separator ``"\\t\\t"`` then sorts below any continuation of an escaped key, so
-    ``record_base(a) < record_base(b)`` exactly when ``a < b`` and no escaped key
-    contains the separator.
-    """
-    return key.replace("\t", "\t\n")
-
-
-def unescape(text: str) -> str:
-    return text.replace("\t\n", "\t")
 
 
 def is_internal(key: str) -> bool:
@@ -70,11 +55,6 @@ class Version:
         return self.stored_key == self.key
 
 
-def record_base(key: str) -> str:
-    """The prefix shared by every record of ``key`` (and of no other key)."""
-    return RECORDS + escape(key) + _SEP
-
-
 def record_key(key: str, order: str, *, null: bool, marker: bool) -> str:
     flags = ("m" if marker else "d") + ("n" if null else "v")
     return f"{record_base(key)}{ids.invert(order)}.{flags}"
@@ -82,16 +62,16 @@ def record_key(key: str, order: str, *, null: bool, marker: bool) -> str:
 
 def parse_record(stored_key: str) -> Version | None:
     """The Version a record key stands for; None for a key that is not a record."""
-    if not stored_key.startswith(RECORDS):
+    parts = split_record(stored_key)
+    if parts is None:
         return None
-    body, sep, suffix = stored_key[len(RECORDS):].rpartition(_SEP)
+    key, suffix = parts
     inverted, dot, flags = suffix.partition(".")
-    if not sep or not dot or len(flags) != 2 or not ids.is_version_id(inverted):
+    if not dot or len(flags) != 2 or not ids.is_version_id(inverted):
         return None
     if flags[0] not in "dm" or flags[1] not in "nv":
         return None
-    return Version(unescape(body), ids.invert(inverted), flags[1] == "n", flags[0] == "m",
-                   stored_key)
+    return Version(key, ids.invert(inverted), flags[1] == "n", flags[0] == "m", stored_key)
 
 
 def as_record(version: Version) -> Version:

@@ -38,6 +38,17 @@ def test_member_killed_and_restarted(tmp_path: Path) -> None:
             for key in kept:
                 assert s3[survivor].get_object(Bucket="crash", Key=key)["Body"].read() == \
                     written[key]
+            # DeleteObjects: the keys of the member that is down fail, naming it; the
+            # others are deleted by their owners
+            gone = kept[-1 - survivor // 2]
+            answer = s3[survivor].delete_objects(Bucket="crash", Delete={"Objects": [
+                {"Key": lost[2]}, {"Key": gone}, {"Key": lost[3]}]})
+            assert [d["Key"] for d in answer["Deleted"]] == [gone]
+            assert [(e["Key"], e["Code"]) for e in answer["Errors"]] == \
+                [(lost[2], "ServiceUnavailable"), (lost[3], "ServiceUnavailable")]
+            assert victim.endpoint in answer["Errors"][0]["Message"]
+            del written[gone]
+            kept.remove(gone)
             s3[survivor].put_object(Bucket="crash", Key=kept[0], Body=b"still writable")
             written[kept[0]] = b"still writable"
             # a listing that could miss member 1's unflushed writes is refused, naming it

@@ -6,7 +6,9 @@ from collections import Counter
 
 import pytest
 
+from backends.internal_keys import record_base
 from gateway.cluster.ring import Ring, normalize_url, owner_index, routing_key, weight
+from gateway.versioning.records import parse_record, record_key
 
 MEMBERS = ("http://squall-0.squall-headless.ns.svc.cluster.local:9000",
            "http://squall-1.squall-headless.ns.svc.cluster.local:9000",
@@ -30,6 +32,18 @@ def test_versions_live_on_the_key_owner() -> None:
         for version in ("null", "0000017f-abc", "zz"):
             record = f"\x7fv/{escaped}\t\t{version}"
             assert owner_index(MEMBERS, "bkt", record) == owner_index(MEMBERS, "bkt", key)
+
+
+@pytest.mark.parametrize("key", ["a", "x/y/z", "with\ttab", "\t", "tab\t\tpair\t",
+                                 "nl\n\t\n", "\u65e5\t\u672c"])
+def test_the_ring_reads_the_records_the_versioning_layer_writes(key: str) -> None:
+    """One record key format (backends.internal_keys) for both layers."""
+    for null, marker in ((False, False), (True, False), (False, True), (True, True)):
+        record = record_key(key, "0661261f0f6b3e30c748f5ab", null=null, marker=marker)
+        assert record.startswith(record_base(key))
+        assert routing_key(record) == key
+        parsed = parse_record(record)
+        assert parsed is not None and parsed.key == key
 
 
 def test_owners_are_pinned() -> None:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from backends.base import ObjectInfo, ObjectMeta, UploadInfo
-from backends.errors import InvalidRange, NoSuchKey, NoSuchUpload, SlowDown, StorageError
+from backends.errors import (
+    InvalidRange,
+    NoSuchKey,
+    NoSuchUpload,
+    NoSuchVersion,
+    SlowDown,
+    StorageError,
+)
 from gateway.cluster import wire
 from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.keyops import MAX_DELETE_ITEMS
 from gateway.s3api.errors import InvalidArgument, s3_error_for
+from gateway.versioning.objects import DeleteOutcome
 
 
 def _trip(value: dict[str, object]) -> dict[str, object]:
@@ -41,3 +52,22 @@ def test_typed_errors_round_trip() -> None:
 def test_unknown_error_types_become_storage_errors() -> None:
     back = wire.error_from({"type": "FromTheFuture", "message": "m", "resource": "r"})
     assert type(back) is StorageError and back.message == "m"
+
+
+def test_delete_items_and_answers_round_trip() -> None:
+    items = [("k\t\u65e5", None), ("a/b", "0661261f0f6b3e30c748f5ab"), ("n", "null")]
+    assert wire.items_from_json(_trip(wire.items_to_json(items))) == items  # type: ignore[arg-type]
+    answers = [DeleteOutcome("0661261f0f6b3e30c748f5ab", True), DeleteOutcome(None, False),
+               NoSuchVersion("b", "k", "null"),
+               MemberUnavailable(1, "http://m:1", "connection refused")]
+    back = [wire.answer_from_json(_trip(wire.answer_to_json(a))) for a in answers]
+    assert back[:2] == answers[:2]
+    assert [(type(b), vars(b)) for b in back[2:]] == [(type(a), vars(a)) for a in answers[2:]]
+
+
+@pytest.mark.parametrize("data", [{"key": "k"}, [{"key": 1}], [{"key": "k", "version_id": 2}],
+                                  ["k"], [{"version_id": None}],
+                                  [{"key": "k"}] * (MAX_DELETE_ITEMS + 1)])
+def test_malformed_delete_items_are_refused(data: object) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        wire.items_from_json(data)
