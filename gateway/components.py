@@ -28,6 +28,10 @@ from gateway.cost.meter import CostMeter, sample_from_status
 from gateway.credentials import Credentials
 from gateway.lifecycle.scanner import LifecycleScanner
 from gateway.metrics import Metrics
+from gateway.qos.controller import QosController
+from gateway.qos.model import QosSettings
+from gateway.qos.store import QosStore, store_path
+from gateway.qos.utilization import DeviceUtilization
 from gateway.service import ObjectService
 from gateway.settings import Settings
 
@@ -48,6 +52,7 @@ class Components:
     cluster: ClusterNode | None = None
     lifecycle: LifecycleScanner | None = None
     watch: BackendWatch | None = None  # reachability of a networked store
+    qos: QosController = field(default_factory=lambda: QosController(QosSettings()))
     started: float = field(default_factory=time.time)
     ready: bool = False
 
@@ -56,6 +61,10 @@ class Components:
             await self.watch.start()
         if self.cache is not None:
             await self.cache.start()
+            # The flusher exists once the tier started; CacheTier has no public handle.
+            if self.cache._flusher is not None:
+                self.cache._flusher.pace = self.qos.pace_flush
+        await self.qos.start()
         if self.cost is not None:
             await self.cost.start()
         if self.cluster is not None:
@@ -66,6 +75,7 @@ class Components:
 
     async def stop(self) -> None:
         self.ready = False
+        await self.qos.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()
         if self.cost is not None:
@@ -104,6 +114,8 @@ class Components:
                                  "ring_id": self.cluster.ring.id}
         if self.lifecycle is not None:
             status["lifecycle"] = self.lifecycle.status()
+        if self.qos.states:
+            status["qos"] = self.qos.status()
         # Requests answered 503 SlowDown by this process, whatever refused them.
         status["slowdowns"] = self.metrics.slowdowns
         return status
@@ -175,6 +187,13 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                           provisioner=LocalProvisioner(elastic.root) if elastic else None,
                           elastic=elastic)
         backend = cache
+    qos = QosController(settings.qos, store=QosStore(store_path(settings.data_dir,
+                                                               settings.workers)),
+                        share=1 / settings.workers, utilization=DeviceUtilization(
+                            throttle, cache.status if cache is not None else None,
+                            settings.cost_cache_bandwidth_mb_s * 1e6 or
+                            (elastic.volume_bandwidth_bytes_per_s if elastic else None)))
+    qos.register_metrics(metrics.registry)
     cost = None
     if cache is not None:
         tier = cache
@@ -184,6 +203,7 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                          backend_size_gb=settings.cost_backend_size_gb,
                          cache_bandwidth_mb_s=settings.cost_cache_bandwidth_mb_s
                          or (volume_bandwidth or 0) / 1e6)
+        cost.qos_reserved_mb = qos.reserved_mb
         cost.register_metrics(metrics.registry)
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     cluster = None
@@ -200,7 +220,7 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     components = Components(settings=settings, credentials=credentials, backend=backend,
                             service=service, metrics=metrics, cache=cache,
                             cost=cost, throttle=throttle, cluster=cluster,
-                            store=store, lifecycle=lifecycle,
+                            store=store, lifecycle=lifecycle, qos=qos,
                             watch=BackendWatch(store, interval_s=settings.backend_probe_interval)
                             if isinstance(store, ProbedBackend) else None)
     if cluster is not None:

@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cache.units import parse_rate, parse_size
 from gateway.cluster.settings import check_peers, split_peers
+from gateway.qos.model import QosSettings
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256
@@ -111,6 +112,9 @@ class Settings(BaseSettings):
     max_requests: int = Field(default=512, ge=0)  # in flight per process; more: SlowDown
     # Seconds between two reachability probes of a networked backend (s3:).
     backend_probe_interval: float = Field(default=5.0, gt=0)
+    # Performance gears per bucket (docs/qos.md): the config file's [qos] table, with
+    # a [qos.buckets.NAME] table per class.
+    qos: QosSettings = Field(default_factory=QosSettings)
 
     @field_validator("listen")
     @classmethod

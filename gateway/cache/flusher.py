@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 _PART_PARALLELISM = 2
 _RETRY_BASE_S = 0.05
+#: Delays the flush of ``(bucket, nbytes)`` to the bucket's QoS gear (docs/qos.md).
+FlushPacer = Callable[[str, int], Awaitable[None]]
 
 
 def _upload_meta(entry: Entry) -> ObjectMeta:
@@ -60,6 +62,8 @@ class Flusher:
         self._attempts: dict[BK, int] = {}
         self._retry_at: dict[BK, float] = {}
         self._forced: set[BK] = set()  # flushes started only to make room
+        #: QoS pacing of every flush (set by the composition root); None: no pacing
+        self.pace: FlushPacer | None = None
         self.quarantine = Quarantine(self._unflushed_seq,
                                      after_attempts=self._settings.quarantine_attempts,
                                      retry_s=self._settings.quarantine_retry_s)
@@ -166,6 +170,9 @@ class Flusher:
         ok = False
         started = time.monotonic()
         try:
+            if self.pace is not None:
+                await self.pace(entry.bucket, 0 if entry.deleted else entry.size)
+                started = time.monotonic()  # the backend's time excludes the QoS wait
             if entry.deleted:
                 await self._inner.delete_object(entry.bucket, entry.key)
             else:

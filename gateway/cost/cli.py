@@ -183,6 +183,14 @@ def _cost(args: argparse.Namespace) -> int:
               "older version)", file=sys.stderr)
         return 1
     print(json.dumps(cost, indent=2) if args.json else format_report(cost))
+    for line in ([] if args.json else missing_settings(cost)):
+        print(line)
+    qos = status.get("qos")
+    if not args.json and isinstance(qos, dict) and qos.get("buckets"):
+        from gateway.qos.cli import format_buckets
+
+        print("QoS gears (docs/qos.md):")
+        print(format_buckets(qos["buckets"]))
     series = cost.get("series") or {}
     if args.csv:
         write_csv(args.csv, series)
@@ -191,6 +199,21 @@ def _cost(args: argparse.Namespace) -> int:
 
         plot_series(series, args.plot)
     return 0
+
+
+def missing_settings(cost: dict[str, Any]) -> list[str]:
+    """What the gateway lacks for a term of C(t) that stays 0 (docs/cost-model.md)."""
+    lacking = []
+    if not float(cost.get("backend_bandwidth_mb_s") or 0):
+        lacking.append("--backend-bandwidth (B_b)")
+    if not float(cost.get("backend_size_gb") or 0):
+        lacking.append("--cost-backend-size-gb (N)")
+    if not float(cost.get("cache_bandwidth_mb_s") or 0):
+        lacking.append("--cost-cache-bandwidth-mb-s (B_c)")
+    if not lacking:
+        return []
+    return [(f"  missing settings        : {', '.join(lacking)} on `squall serve` "
+             "(or SQUALL_*): the terms using them count 0 AGBs; see docs/cost-model.md")]
 
 
 # -- calibrate ---------------------------------------------------------------------------

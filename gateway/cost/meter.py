@@ -91,6 +91,9 @@ class CostMeter:
         self._last: MeterPoint | None = None
         self._cache_gb_s = 0.0  # integral of M(x) dx so far, in GB*s
         self._task: asyncio.Task[None] | None = None
+        #: per bucket, the integral of its QoS class's reserved bandwidth in MB (the
+        #: QoS controller's ``reserved_mb``); None: no QoS classes are billed
+        self.qos_reserved_mb: Callable[[], Mapping[str, float]] | None = None
 
     # -- accumulation ----------------------------------------------------------------
     def sample_once(self) -> MeterPoint:
@@ -132,6 +135,18 @@ class CostMeter:
 
     def cache_agbs(self) -> float:
         return self.nodes * self.cache_bandwidth_mb_s * self._cache_gb_s
+
+    def qos_buckets_agbs(self) -> dict[str, float]:
+        """The QoS bill per bucket: a second at gear n costs 2^n x G0 (MB/s) x N (GB)
+        AGBs, the price of the backend's own B_b x N (docs/qos.md, "Billing")."""
+        if self.qos_reserved_mb is None:
+            return {}
+        return {bucket: mb * self.backend_size_gb
+                for bucket, mb in self.qos_reserved_mb().items()}
+
+    def qos_agbs(self) -> float:
+        """The QoS bill of every class so far, in AGBs (not part of C(t))."""
+        return sum(self.qos_buckets_agbs().values())
 
     def points(self) -> list[MeterPoint]:
         """The retained time series, oldest first."""
@@ -184,6 +199,8 @@ class CostMeter:
             "cache_bandwidth_mb_s": self.cache_bandwidth_mb_s,
             "nodes": self.nodes,
             "cache_size_bytes": last.sample.cache_size_bytes if last else 0,
+            **({"qos_agbs": self.qos_agbs(), "qos_buckets_agbs": self.qos_buckets_agbs()}
+               if self.qos_reserved_mb is not None else {}),
             "series": {
                 "elapsed_s": [p.elapsed_s for p in series],
                 "cache_size_bytes": [p.sample.cache_size_bytes for p in series],
@@ -212,7 +229,9 @@ class CostMeter:
                 ("squall_cost_backend_agbs", "backend share B_b*N*t of C(t) (AGBs)",
                  self.backend_agbs),
                 ("squall_cost_cache_agbs", "cache share B_c*integral M(x)dx of C(t) (AGBs)",
-                 self.cache_agbs)):
+                 self.cache_agbs),
+                ("squall_cost_qos_agbs", "QoS gears billed so far, besides C(t) (AGBs)",
+                 self.qos_agbs)):
             Gauge(name, doc, registry=registry).set_function(fn)
 
 
@@ -250,4 +269,8 @@ def format_report(cost: Mapping[str, Any]) -> str:
     ]
     if elapsed > 0:
         lines.append(f"  average rate            : {agbs / elapsed:,.1f} AGBs/s")
+    if "qos_agbs" in cost:
+        lines.append(f"  QoS gears (besides C(t)): {float(cost['qos_agbs']):,.1f} AGBs")
+        for bucket, value in sorted((cost.get("qos_buckets_agbs") or {}).items()):
+            lines.append(f"    {bucket:<22}: {float(value):,.1f} AGBs")
     return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""``squall qos set|show|clear``: a bucket's performance gears on a running gateway.
+
+Talks to the signed admin API ``/_squall/qos`` with the S3 client credentials
+(``SQUALL_ACCESS_KEY``/``SQUALL_SECRET_KEY`` or ``AWS_ACCESS_KEY_ID``/
+``AWS_SECRET_ACCESS_KEY``). Bad input exits 2 with a one-line message before anything is
+sent; a refusal by the gateway or an unreachable gateway exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import urllib.parse
+from typing import Any
+
+import httpx
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from pydantic import ValidationError
+
+from gateway.cost.calibrate import credentials_from_env
+from gateway.qos.api import validation_message
+from gateway.qos.model import QosClass
+
+NAME = "squall qos"
+FLAGS = (("g0_iops", "--g0-iops"), ("max_gear", "--max-gear"), ("threshold", "--threshold"),
+         ("device_threshold", "--device-threshold"), ("demote_after", "--demote-after"))
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    q = sub.add_parser("qos", help="performance gears (G-states) of buckets",
+                       description="Set, show or clear a bucket's QoS class on a running "
+                                   "gateway: gears G_n = 2^n x G0 of bandwidth and IOPS, "
+                                   "promoted at the threshold of the current cap, demoted "
+                                   "below the lower gear's cap, billed per gear-second "
+                                   "(docs/qos.md).")
+    verbs = q.add_subparsers(dest="qos_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+        p.add_argument("--region", default="us-east-1")
+
+    s = verbs.add_parser("set", help="give a bucket a QoS class")
+    s.add_argument("bucket")
+    s.add_argument("--g0-bandwidth", required=True, metavar="RATE",
+                   help="bandwidth of gear 0, e.g. 10MB/s, 64MiB/s")
+    s.add_argument("--g0-iops", metavar="N", help="operations/s of gear 0 (default: none)")
+    s.add_argument("--max-gear", metavar="K", help="highest gear (default 3: 8 x G0)")
+    s.add_argument("--threshold", metavar="F",
+                   help="promote at this share of the current cap (default 0.95)")
+    s.add_argument("--device-threshold", metavar="F",
+                   help="promote only while the device is below this utilization "
+                        "(default 0.9)")
+    s.add_argument("--demote-after", metavar="K",
+                   help="demote after K intervals below the lower gear (default 3)")
+    common(s)
+    w = verbs.add_parser("show", help="the classes, gears, use and gear-seconds")
+    w.add_argument("bucket", nargs="?")
+    w.add_argument("--json", action="store_true", help="print JSON")
+    common(w)
+    c = verbs.add_parser("clear", help="remove a bucket's QoS class")
+    c.add_argument("bucket")
+    common(c)
+
+
+def _request(args: argparse.Namespace, method: str, params: dict[str, str]) -> httpx.Response:
+    creds = credentials_from_env()
+    query = urllib.parse.urlencode(sorted(params.items()), quote_via=urllib.parse.quote)
+    url = f"{args.endpoint.rstrip('/')}/_squall/qos" + (f"?{query}" if query else "")
+    signed = AWSRequest(method=method, url=url, data=b"")
+    signed.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
+    S3SigV4Auth(creds, "s3", args.region).add_auth(signed)
+    return httpx.request(method, url, headers=dict(signed.headers.items()), timeout=30.0)
+
+
+def _class_params(args: argparse.Namespace) -> dict[str, str]:
+    """The class as query parameters, checked here first for a clear message."""
+    params = {"g0_bandwidth": args.g0_bandwidth}
+    params.update({field: getattr(args, field) for field, _ in FLAGS
+                   if getattr(args, field) is not None})
+    try:
+        QosClass.model_validate(params)
+    except ValidationError as exc:
+        flags = dict(FLAGS, g0_bandwidth="--g0-bandwidth")
+        message = validation_message(exc)
+        for field, flag in flags.items():
+            message = message.replace(f"{field}:", f"{flag}:")
+        raise ValueError(message) from None
+    return params
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.qos_command == "set":
+            params = {"bucket": args.bucket, **_class_params(args)}
+            response = _request(args, "PUT", params)
+        elif args.qos_command == "clear":
+            response = _request(args, "DELETE", {"bucket": args.bucket})
+        else:
+            response = _request(args, "GET", {"bucket": args.bucket} if args.bucket else {})
+    except ValueError as exc:
+        print(f"{NAME}: {exc}", file=sys.stderr)
+        return 2
+    except httpx.HTTPError as exc:
+        print(f"{NAME}: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
+        return 1
+    if response.status_code >= 300:
+        try:
+            body = response.json()
+            detail = f"{body['error']}: {body['message']}"
+        except (ValueError, KeyError, TypeError):
+            detail = f"HTTP {response.status_code} {response.text[:200]}"
+        print(f"{NAME}: {detail}", file=sys.stderr)
+        return 1
+    if args.qos_command == "clear":
+        print(f"{args.bucket}: no QoS class")
+    elif args.qos_command == "set":
+        print(format_buckets({args.bucket: response.json()}))
+    elif args.json:
+        print(json.dumps(response.json(), indent=2))
+    else:
+        buckets = response.json().get("buckets") or {}
+        print(format_buckets(buckets) if buckets else "no QoS classes")
+    return 0
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.2f} MB/s" if unit == "B" else f"{value:.0f}/s"
+
+
+def format_buckets(buckets: dict[str, Any]) -> str:
+    """A table of ``qos.buckets`` (as in ``/_squall/status``)."""
+    lines = [(f"{'bucket':<24} {'gear':>7} {'bw cap':>12} {'bw used':>12} "
+              f"{'iops cap':>9} {'iops used':>9} {'gear-s':>10}")]
+    for name, b in sorted(buckets.items()):
+        lines.append(f"{name:<24.24} {b['gear']:>3}/{b['max_gear']:<3} "
+                     f"{_rate(b['bandwidth_cap'], 'B'):>12} "
+                     f"{_rate(b['bandwidth_used'], 'B'):>12} "
+                     f"{_rate(b['iops_cap'], 'op'):>9} {_rate(b['iops_used'], 'op'):>9} "
+                     f"{b['gear_seconds']:>10.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``qos`` alone (``python -m gateway.qos.cli set ...``)."""
+    parser = argparse.ArgumentParser(prog="squall")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

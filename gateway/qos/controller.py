@@ -1,0 +1,224 @@
+"""The QoS controller: every interval it measures each class's use from the tokens its
+gates charged, reads the device utilization, and promotes or demotes (seed Algorithm 1);
+it owns the gates the request path and the flush path wait on.
+
+``tick(now)`` is the whole decision step and takes the time as an argument, so tests
+drive it with a scripted clock; ``start()`` runs it every ``interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gateway.qos.gate import ClassGate
+from gateway.qos.gears import GearState, Tuning
+from gateway.qos.model import QosClass, QosSettings
+from gateway.qos.store import Overrides, QosStore
+
+log = logging.getLogger("squall.qos")
+
+
+class QosController:
+    """Classes, gears, gates and bills of one gateway process."""
+
+    def __init__(self, settings: QosSettings, *, store: QosStore | None = None,
+                 share: float = 1.0, utilization: Callable[[float], float] = lambda now: 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.share = share
+        self._store = store
+        self._utilization = utilization
+        self._clock = clock
+        self._overrides: Overrides = {}
+        self._stamp: float | None = None
+        #: request-path gates by bucket: the S3 endpoint's one lookup per request
+        self.gates: dict[str, ClassGate] = {}
+        self.flush_gates: dict[str, ClassGate] = {}
+        self.states: dict[str, GearState] = {}  # every class ever active (bills survive)
+        self._counts: dict[str, tuple[float, float, float, float]] = {}
+        self._last_tick: float | None = None
+        self.utilization = 0.0
+        self._used: dict[str, tuple[float, float, float]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._apply()
+
+    # -- classes -----------------------------------------------------------------------
+    def classes(self) -> dict[str, QosClass]:
+        """The effective classes: the config file's, then the API's changes."""
+        merged: dict[str, QosClass | None] = {**self.settings.buckets, **self._overrides}
+        return {name: cls for name, cls in merged.items() if cls is not None}
+
+    def _gate(self, state: GearState) -> ClassGate:
+        return ClassGate(state.bandwidth_cap, state.iops_cap, burst_s=self.settings.burst,
+                         max_wait_s=self.settings.max_wait, clock=self._clock)
+
+    def _apply(self) -> None:
+        wanted = self.classes()
+        for name in list(self.gates):
+            if name not in wanted:
+                del self.gates[name]
+                del self.flush_gates[name]
+                self._counts.pop(name, None)
+        for name, spec in wanted.items():
+            state = self.states.get(name)
+            if state is None:
+                state = self.states[name] = GearState(spec, share=self.share)
+            elif state.spec != spec:
+                state.respec(spec)
+            if name in self.gates:
+                self.gates[name].set_caps(state.bandwidth_cap, state.iops_cap)
+                self.flush_gates[name].set_caps(state.bandwidth_cap, state.iops_cap)
+            else:
+                self.gates[name] = self._gate(state)
+                self.flush_gates[name] = self._gate(state)
+                self._counts[name] = _counts(self.gates[name], self.flush_gates[name])
+
+    async def set(self, bucket: str, spec: QosClass) -> None:
+        """Give ``bucket`` the class ``spec`` (kept in the store)."""
+        await self._change(bucket, spec)
+
+    async def clear(self, bucket: str) -> bool:
+        """Remove the class of ``bucket``; False if it had none."""
+        if bucket not in self.classes():
+            return False
+        await self._change(bucket, None)
+        return True
+
+    async def _change(self, bucket: str, spec: QosClass | None) -> None:
+        overrides = {**self._overrides, bucket: spec}
+        if spec is None and bucket not in self.settings.buckets:
+            overrides.pop(bucket)
+        if self._store is not None:
+            await asyncio.to_thread(self._store.save, overrides)
+            self._stamp = await asyncio.to_thread(self._store.stamp)
+        self._overrides = overrides
+        self._apply()
+
+    async def reload(self) -> None:
+        """Re-read the store if another process (worker) changed it."""
+        if self._store is None:
+            return
+        stamp = await asyncio.to_thread(self._store.stamp)
+        if stamp == self._stamp:
+            return
+        self._overrides = await asyncio.to_thread(self._store.load)
+        self._stamp = stamp
+        self._apply()
+
+    # -- enforcement -------------------------------------------------------------------
+    async def pace_flush(self, bucket: str, nbytes: int) -> None:
+        """Delay the flush of ``nbytes`` of ``bucket`` to its class's current gear."""
+        gate = self.flush_gates.get(bucket)
+        if gate is not None:
+            await gate.pace(nbytes)
+
+    # -- tuning ------------------------------------------------------------------------
+    def tick(self, now: float) -> dict[str, Tuning]:
+        """One tuning step at time ``now``: measure, bill, decide, apply the new caps."""
+        last, self._last_tick = self._last_tick, now
+        self.utilization = self._utilization(now)
+        if last is None or now <= last:
+            return {}
+        dt = now - last
+        decisions = {}
+        for name, gate in self.gates.items():
+            flush = self.flush_gates[name]
+            state = self.states[name]
+            before, after = self._counts[name], _counts(gate, flush)
+            self._counts[name] = after
+            request_bw, request_ops, flush_bw, flush_ops = (
+                (a - b) / dt for a, b in zip(after, before, strict=True))
+            bandwidth, iops = max(request_bw, flush_bw), max(request_ops, flush_ops)
+            self._used[name] = (bandwidth, iops, flush_bw)
+            decision = state.tick(dt, bandwidth, iops, self.utilization)
+            if decision in (Tuning.PROMOTE, Tuning.DEMOTE):
+                log.info("qos: %s %s to gear %d (%.0f B/s, %.0f ops/s; device %.0f%%)",
+                         decision.value, name, state.gear, bandwidth, iops,
+                         100 * self.utilization)
+                gate.set_caps(state.bandwidth_cap, state.iops_cap)
+                flush.set_caps(state.bandwidth_cap, state.iops_cap)
+            decisions[name] = decision
+        return decisions
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="squall-qos")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.reload()
+                self.tick(self._clock())
+            except Exception:  # a bad file or probe must not stop tuning or the gateway
+                log.exception("qos: tuning step failed")
+            await asyncio.sleep(self.settings.interval)
+
+    # -- output ------------------------------------------------------------------------
+    def describe(self, name: str) -> dict[str, Any]:
+        state = self.states[name]
+        bandwidth, iops, flush_bw = self._used.get(name, (0.0, 0.0, 0.0))
+        return {"gear": state.gear, "max_gear": state.spec.max_gear,
+                "bandwidth_cap": state.bandwidth_cap, "iops_cap": state.iops_cap,
+                "bandwidth_used": bandwidth, "iops_used": iops,
+                "flush_bandwidth_used": flush_bw,
+                "gear_seconds": state.gear_seconds,
+                "seconds_at_gear": list(state.seconds_at_gear),
+                "refused": self.gates[name].refused,
+                "class": state.spec.model_dump()}
+
+    def status(self) -> dict[str, Any]:
+        """The ``qos`` object of ``/_squall/status`` (docs/qos.md)."""
+        return {"buckets": {name: self.describe(name) for name in sorted(self.gates)},
+                "utilization": self.utilization, "interval_s": self.settings.interval,
+                "share": self.share}
+
+    def reserved_mb(self) -> dict[str, float]:
+        """Per bucket, the integral of its reserved bandwidth in MB (priced by the cost
+        meter); classes cleared since keep what they were billed."""
+        return {name: state.reserved_mb for name, state in self.states.items()}
+
+    def register_metrics(self, registry: Any) -> None:
+        """``squall_qos_gear{bucket}`` and ``squall_qos_gear_seconds_total{bucket}``."""
+        registry.register(_Collector(self))
+
+
+def _counts(gate: ClassGate, flush: ClassGate) -> tuple[float, float, float, float]:
+    return (gate.bandwidth.charged, gate.iops.charged, flush.bandwidth.charged,
+            flush.iops.charged)
+
+
+class _Collector:
+    def __init__(self, controller: QosController) -> None:
+        self._controller = controller
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        c = self._controller
+        gear = GaugeMetricFamily("squall_qos_gear", "current performance gear n of a "
+                                 "bucket's QoS class (cap = 2^n x G0)", labels=["bucket"])
+        cap = GaugeMetricFamily("squall_qos_bandwidth_cap_bytes", "bandwidth cap of the "
+                                "current gear (bytes/s)", labels=["bucket"])
+        for name in sorted(c.gates):
+            gear.add_metric([name], c.states[name].gear)
+            cap.add_metric([name], c.states[name].bandwidth_cap)
+        seconds = CounterMetricFamily("squall_qos_gear_seconds", "G0-equivalent seconds "
+                                      "billed (a second at gear n counts 2^n)",
+                                      labels=["bucket"])
+        for name in sorted(c.states):
+            seconds.add_metric([name], c.states[name].gear_seconds)
+        yield gear
+        yield cap
+        yield seconds

@@ -1,0 +1,61 @@
+"""QoS classes and the ``[qos]`` settings table (docs/qos.md, "Settings").
+
+A class gives a bucket gears G_n = 2^n x G0 (n = 0..max_gear) of bandwidth and, if
+``g0_iops`` is set, of operations per second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.cache.units import parse_rate
+
+MAX_GEAR = 16  # 2^16 x G0: far above any device; bounds the doubling
+
+
+class QosClass(BaseModel):
+    """One bucket's QoS class."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: G0 bandwidth in bytes/s (the config file and CLI take "10MB/s", "64MiB/s" ...).
+    g0_bandwidth: float
+    #: G0 operations per second; None: operations are not limited.
+    g0_iops: float | None = Field(default=None, gt=0)
+    #: the highest gear n (0: a static cap at G0).
+    max_gear: int = Field(default=3, ge=0, le=MAX_GEAR)
+    #: promote when use >= threshold x the current gear's cap (seed: 0.95).
+    threshold: float = Field(default=0.95, gt=0, le=1)
+    #: promote only while the device's utilization is below this (seed Algorithm 3).
+    device_threshold: float = Field(default=0.9, gt=0, le=1)
+    #: demote after use stayed below the lower gear's cap for this many intervals.
+    demote_after: int = Field(default=3, ge=1, le=3600)
+
+    @field_validator("g0_bandwidth", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float:
+        return parse_rate(value)
+
+    def bandwidth_cap(self, gear: int, share: float = 1.0) -> float:
+        """Bytes/s at gear ``gear`` (times ``share``, a worker's part of the class)."""
+        return self.g0_bandwidth * share * 2 ** gear
+
+    def iops_cap(self, gear: int, share: float = 1.0) -> float | None:
+        """Operations/s at gear ``gear``, None when operations are not limited."""
+        return None if self.g0_iops is None else self.g0_iops * share * 2 ** gear
+
+
+class QosSettings(BaseModel):
+    """The ``[qos]`` table of the config file; ``[qos.buckets.NAME]`` are classes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: seconds between two tuning decisions (seed: 1 s).
+    interval: float = Field(default=1.0, gt=0, le=60)
+    #: longest wait of a request for its class's tokens; beyond: 503 SlowDown.
+    max_wait: float = Field(default=2.0, ge=0, le=60)
+    #: token bucket depth in seconds of the cap (what passes as one burst).
+    burst: float = Field(default=0.1, gt=0, le=10)
+    buckets: dict[str, QosClass] = Field(default_factory=dict)
