@@ -16,9 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backends.base import ElasticBackend
 from backends.errors import StorageError
+from gateway import admin_errors
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import describe_single
 from gateway.components import Components
+from gateway.dashboard.routes import mount_dashboard
+from gateway.qos.api import register_routes as register_qos_routes
 from gateway.s3api.endpoint import S3Endpoint
 from gateway.s3api.errors import s3_error_for
 
@@ -57,7 +60,8 @@ def build_app(components: Components) -> ASGIApp:
         finally:
             await components.stop()
 
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  exception_handlers=admin_errors.HANDLERS)
 
     @app.get("/_squall/health")
     async def health() -> JSONResponse:
@@ -85,6 +89,8 @@ def build_app(components: Components) -> ASGIApp:
     async def cluster() -> JSONResponse:  # with peers, the cluster layer answers instead
         return JSONResponse(describe_single())
 
+    mount_dashboard(app, components)  # /_squall/ui: open like /_squall/status
+
     creds = components.credentials
 
     def secret_for(key: str) -> str | None:
@@ -93,7 +99,7 @@ def build_app(components: Components) -> ASGIApp:
     settings = components.settings
     endpoint = S3Endpoint(components.service, secret_for=secret_for, domain=settings.domain,
                           metrics=components.metrics, sigv2=settings.sigv2,
-                          region=settings.region)
+                          region=settings.region, qos_gates=components.qos.gates)
 
     def denied(request: Request) -> JSONResponse | None:
         """The error response for a request not signed with our credentials, else None."""
@@ -104,6 +110,8 @@ def build_app(components: Components) -> ASGIApp:
             return JSONResponse({"error": spec.code, "message": message},
                                 status_code=spec.status)
         return None
+
+    register_qos_routes(app, components.qos, components.service, denied)  # /_squall/qos
 
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:

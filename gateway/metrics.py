@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import time
+from collections import deque
+from typing import NamedTuple
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+RECENT_ERRORS = 50  # kept for the dashboard (``/_squall/ui``)
+
+
+class RecentError(NamedTuple):
+    """One S3 error answered by this process."""
+
+    time: float  # epoch seconds
+    operation: str
+    resource: str  # /bucket/key
+    code: str
+    status: int
 
 
 class Metrics:
@@ -21,10 +37,19 @@ class Metrics:
                                   registry=self.registry)
         #: requests refused with SlowDown so far (``/_squall/status`` "slowdowns")
         self.slowdowns = 0
+        #: the last :data:`RECENT_ERRORS` S3 error responses, oldest first
+        self.recent_errors: deque[RecentError] = deque(maxlen=RECENT_ERRORS)
+        #: S3 error responses so far
+        self.errors_total = 0
 
     def observe_request(self, operation: str, status: int, seconds: float) -> None:
         self._requests.labels(operation, str(status)).inc()
         self._latency.labels(operation).observe(seconds)
+
+    def record_error(self, operation: str, resource: str, code: str, status: int) -> None:
+        """An S3 request was answered with an error (called on the error path only)."""
+        self.errors_total += 1
+        self.recent_errors.append(RecentError(time.time(), operation, resource, code, status))
 
     def count_slowdown(self) -> None:
         """A request was answered 503 SlowDown, whatever refused it."""

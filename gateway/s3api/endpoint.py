@@ -7,7 +7,7 @@ import logging
 import secrets
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -16,6 +16,7 @@ from starlette.types import Scope
 
 from backends.errors import StorageError
 from gateway.metrics import Metrics
+from gateway.qos.gate import ClassGate
 from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, InvalidRequest, ProtocolError, s3_error_for
@@ -82,8 +83,12 @@ class S3Endpoint:
 
     def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
                  domain: str | None, metrics: Metrics, sigv2: bool = True,
-                 region: str = "us-east-1") -> None:
+                 region: str = "us-east-1",
+                 qos_gates: Mapping[str, ClassGate] | None = None) -> None:
         self._service = service
+        # QoS classes by bucket (docs/qos.md), kept current by their controller: a bucket
+        # without a class costs one dict lookup per request.
+        self._qos_gates: Mapping[str, ClassGate] = qos_gates if qos_gates is not None else {}
         self._secret_for = secret_for
         self._domain = domain.lower() if domain else None
         self._sigv2 = sigv2
@@ -127,14 +132,20 @@ class S3Endpoint:
                 raise unroutable
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service)
-            response = await HANDLERS[operation](req)
+            gate = self._qos_gates.get(target.bucket)
+            if gate is None:
+                response = await HANDLERS[operation](req)
+            else:
+                await gate.admit(headers)
+                response = await HANDLERS[operation](req)
+                gate.charge_response(request.method, response)
         except StorageError as exc:
             failure = exc
-            response = self._error(exc, request, resource, request_id)
+            response = self._error(exc, request, resource, request_id, operation)
         except Exception as exc:
             failure = exc
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
-            response = self._error(exc, request, resource, request_id)
+            response = self._error(exc, request, resource, request_id, operation)
         if "origin" in headers and operation != "PreflightRequest":
             response.headers.update(await self._cors_headers(resource, headers,
                                                              request.method))
@@ -194,10 +205,11 @@ class S3Endpoint:
         return host[: -len(self._domain) - 1] if host.endswith("." + self._domain) else None
 
     def _error(self, exc: BaseException, request: Request, resource: str,
-               request_id: str) -> Response:
+               request_id: str, operation: str) -> Response:
         spec, message = s3_error_for(exc)
         if spec.code == "SlowDown":
             self._metrics.count_slowdown()
+        self._metrics.record_error(operation, resource, spec.code, spec.status)
         extra = {}
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:

@@ -12,6 +12,8 @@ gave the connection to:
   ``worker="K"``, plus ``squall_worker_up``.
 * ``POST /_squall/sync`` runs on every worker (each checks the client's signature) and
   reports the sum of their progress; flushed only when all are.
+* ``GET /_squall/ui/data`` (the dashboard's) is every worker's, merged
+  (gateway/dashboard/merge.py).
 * ``GET /_squall/cluster`` describes one gateway (no members to route to: the workers
   share the port, a client cannot choose one).
 
@@ -37,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.cluster.node import describe_single
 from gateway.cluster.peer_api import request_body
+from gateway.dashboard.workers import front_routes
 from gateway.workers.links import ERRORS, Answer, WorkerLinks, describe
 
 HEALTH_TIMEOUT_S = 2.0
@@ -67,6 +70,7 @@ class WorkerFront:
                 self._routes[(method, "/_squall/cluster")] = self.cluster
         if fan_out:
             self._routes[("POST", "/_squall/sync")] = self.sync
+            self._routes.update(front_routes(links, index))  # /_squall/ui/data, merged
 
     @property
     def identity(self) -> dict[str, int]:
