@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from pydantic import ValidationError
 
 from gateway import store_cli, sync_cli
 from gateway.cost import cli as cost_cli
+from gateway.dashboard import top as top_cli
 from gateway.fuse_mount import cli as fuse_cli
+from gateway.qos import cli as qos_cli
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -113,27 +116,24 @@ def _worker_count(text: str) -> int:
     return int(text)
 
 
+def _command_modules() -> list[ModuleType]:
+    """The modules of the subcommands besides ``serve``. Each has ``register(subparsers)``
+    (adding its subcommands) and ``run(args) -> int`` (running any of them); a new
+    subcommand module is one more entry here."""
+    return [sync_cli, fuse_cli, cost_cli, store_cli, qos_cli, top_cli]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="squall", description="Squall S3 burst buffer")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
-    sync_cli.register(sub)
-    fuse_cli.register(sub)
-    cost_cli.register(sub)
-    store_cli.register(sub)
+    runners: dict[str, Callable[[argparse.Namespace], int]] = {"serve": _serve}
+    for module in _command_modules():
+        before = set(sub.choices)
+        module.register(sub)
+        runners.update({name: module.run for name in set(sub.choices) - before})
     args = parser.parse_args(argv)
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "sync":
-        return sync_cli.run(args)
-    if args.command == "mount":
-        return fuse_cli.run(args)
-    if args.command in cost_cli.COMMANDS:
-        return cost_cli.run(args)
-    if args.command in store_cli.COMMANDS:
-        return store_cli.run(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    return runners[args.command](args)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -151,7 +151,14 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
+    from gateway.preflight import preflight
+
     try:
+        if settings.workers > 1:
+            from gateway.workers import plan
+
+            plan.check(settings)  # what --workers refuses, before the other checks
+        credentials, sock = preflight(settings, bind=settings.workers == 1)
         if settings.workers > 1:
             from gateway.workers.supervisor import serve_workers
 
@@ -159,12 +166,15 @@ def _serve(args: argparse.Namespace) -> int:
         from gateway.workers.layout import prepare
 
         prepare(settings.data_dir, 1)
-        serve(settings)
+        serve(settings, credentials, sock)
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"squall: cannot start: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

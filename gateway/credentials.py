@@ -18,11 +18,23 @@ class Credentials:
     access_key: str
     secret_key: str
     generated: bool = False  # True when created by this start (printed once)
+    path: Path | None = None  # the file keeping the pair; None: from the settings
 
 
 def load_or_create(data_dir: Path, access_key: str | None,
                    secret_key: str | None) -> Credentials:
     """Configured credentials, else the stored pair, else a new pair saved with mode 0600."""
+    creds = load_or_generate(data_dir, access_key, secret_key)
+    if creds.generated:
+        save(data_dir, creds)
+    return creds
+
+
+def load_or_generate(data_dir: Path, access_key: str | None,
+                     secret_key: str | None) -> Credentials:
+    """Configured credentials, else the stored pair, else a new pair (``generated``) that
+    is not saved yet: :func:`save` it once the gateway has started. Writes nothing;
+    ValueError with a one-line message for a half-configured pair or a damaged file."""
     if access_key or secret_key:
         if not (access_key and secret_key):
             raise ValueError("set both SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY, or neither")
@@ -30,16 +42,26 @@ def load_or_create(data_dir: Path, access_key: str | None,
     path = data_dir / CREDENTIALS_FILE
     try:
         stored = json.loads(path.read_text())
-        return Credentials(stored["access_key"], stored["secret_key"])
+        return Credentials(stored["access_key"], stored["secret_key"], path=path)
     except FileNotFoundError:
         pass
-    except (ValueError, KeyError, TypeError) as exc:
+    except NotADirectoryError as exc:
+        raise ValueError(f"data directory {data_dir} is not a directory") from exc
+    except PermissionError as exc:
+        raise ValueError(f"cannot read {path}: permission denied") from exc
+    except (ValueError, KeyError, TypeError, IsADirectoryError) as exc:
         raise ValueError(f"{path} is damaged; remove it to generate a new key pair") from exc
-    creds = Credentials(
+    return Credentials(
         access_key="SQ" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(18)),
         secret_key=secrets.token_urlsafe(30),
         generated=True,
+        path=path,
     )
+
+
+def save(data_dir: Path, creds: Credentials) -> Path:
+    """Write the pair to ``<data_dir>/credentials.json`` (mode 0600, atomically)."""
+    path = data_dir / CREDENTIALS_FILE
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -48,4 +70,4 @@ def load_or_create(data_dir: Path, access_key: str | None,
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return creds
+    return path

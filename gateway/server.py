@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,8 +14,10 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from gateway.app import build_app
-from gateway.components import build_components
-from gateway.credentials import Credentials, load_or_create
+from gateway.cluster.settings import cluster_settings
+from gateway.components import Components, build_components
+from gateway.credentials import Credentials, load_or_generate, save
+from gateway.humanize import format_bytes
 from gateway.limits import Limits, protocol_class
 from gateway.settings import Settings
 
@@ -45,31 +48,69 @@ def tune_gc() -> None:
     gc.set_threshold(GC_THRESHOLD, 20, 50)
 
 
-def serve(settings: Settings) -> None:
-    """Start the gateway and block until SIGTERM/SIGINT (in-flight requests finish)."""
+def serve(settings: Settings, credentials: Credentials | None = None,
+          sock: socket.socket | None = None) -> None:
+    """Start the gateway and block until SIGTERM/SIGINT (in-flight requests finish).
+
+    ``credentials`` and ``sock`` come from :func:`gateway.preflight.preflight`: a
+    generated pair is saved only once the components are built, and ``sock`` is the
+    listening socket already bound (so a taken port fails before anything is written)."""
     configure_logging(settings)
+    if credentials is None:
+        credentials = load_or_generate(settings.data_dir, settings.access_key,
+                                       settings.secret_key)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    credentials = load_or_create(settings.data_dir, settings.access_key, settings.secret_key)
     components = build_components(settings, credentials)
-    print_banner(settings, credentials, settings.listen_address.port)
+    if credentials.generated:
+        save(settings.data_dir, credentials)
+    port = sock.getsockname()[1] if sock is not None else settings.listen_address.port
+    print_banner(settings, credentials, port)
     tune_gc()
-    _GracefulServer(uvicorn_config(build_app(components), settings,
-                                   on_slowdown=components.metrics.count_slowdown)).run()
+    server = _GracefulServer(uvicorn_config(build_app(components), settings,
+                                            on_slowdown=components.metrics.count_slowdown))
+    server.run(sockets=[sock] if sock is not None else None)
+    warn_unflushed(components)
+
+
+def warn_unflushed(components: Components) -> None:
+    """On exit: say how much dirty data stays in the cache (flushed at the next start)."""
+    cache = components.cache
+    if cache is None:
+        return
+    count, size = cache.store.dirty_count, cache.store.dirty_bytes
+    if count:
+        print(f"squall: {count} object(s), {format_bytes(size)}, not yet on the backend: "
+              f"kept in the cache under {components.settings.data_dir}, flushed when the "
+              "gateway starts again (`squall sync` before stopping waits for them)",
+              file=sys.stderr, flush=True)
 
 
 def print_banner(settings: Settings, credentials: Credentials, port: int,
                  detail: str = "") -> None:
-    """The start-up lines: address, backend, and the credentials (the secret only when
-    it was just generated)."""
+    """The start-up lines: address, backend, where the credentials come from (the secret
+    itself only when it was just generated), and a cluster member's place and secrets."""
     address = settings.listen_address
     print(f"Squall S3 gateway on http://{address.host}:{port}{detail}", flush=True)
     print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
     if credentials.generated:
-        print(f"  generated credentials (kept in {settings.data_dir}/credentials.json):\n"
+        print(f"  generated credentials (kept in {credentials.path}):\n"
               f"    access key: {credentials.access_key}\n"
               f"    secret key: {credentials.secret_key}", flush=True)
+    elif credentials.path is not None:
+        print(f"  access key: {credentials.access_key} (secret key in {credentials.path})",
+              flush=True)
     else:
-        print(f"  access key: {credentials.access_key}", flush=True)
+        print(f"  access key: {credentials.access_key} (secret key from the settings: "
+              "SQUALL_SECRET_KEY or the config file)", flush=True)
+    if settings.peers:
+        clustering = cluster_settings(settings.peers, settings.node_id,
+                                      settings.cluster_secret)
+        if clustering is not None:
+            ring = clustering.ring
+            print(f"  cluster: member {ring.self_index} of {len(ring.members)} "
+                  f"({ring.members[ring.self_index]}); S3 credentials and the cluster "
+                  "secret (SQUALL_CLUSTER_SECRET) must be the same on every member",
+                  flush=True)
 
 
 def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None) -> Limits:

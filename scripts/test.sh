@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs)
+APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs chromium chromium-driver)
 # Debian's own Python makes virtual environments only with python3-venv installed.
 "${PYTHON:-python3}" -c "import ensurepip" 2>/dev/null || APT_PACKAGES+=(python3-venv)
 missing=()
@@ -25,4 +25,9 @@ fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 python -m pip install -q --disable-pip-version-check -e '.[test]'
+# --quick: the quick tier (tests/conftest.py SLOW_PATHS and tests marked slow left out).
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  set -- -m "not slow" "$@"
+fi
 exec python -m pytest -q -p no:cacheprovider "$@"

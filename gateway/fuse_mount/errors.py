@@ -85,8 +85,10 @@ def _build(cls: type[StorageError], bucket: str, key: str, message: str) -> Stor
 
 
 @contextmanager
-def translate(operation: str, bucket: str, key: str = "") -> Iterator[None]:
-    """Raise our typed error ``from`` any botocore error raised inside the block."""
+def translate(operation: str, bucket: str, key: str = "", *,
+              quiet: bool = False) -> Iterator[None]:
+    """Raise our typed error ``from`` any botocore error raised inside the block;
+    ``quiet``: the caller reports the error itself (logged at debug level only)."""
     try:
         yield
     except ClientError as exc:
@@ -98,13 +100,14 @@ def translate(operation: str, bucket: str, key: str = "") -> Iterator[None]:
         request_id = meta.get("RequestId") or meta.get("HTTPHeaders", {}).get(
             "x-amz-request-id", "-")
         cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or se.BackendError
-        quiet = cls is se.NoSuchKey and operation in ("HeadObject", "GetObject")
+        quiet = quiet or (cls is se.NoSuchKey and operation in ("HeadObject", "GetObject"))
         (log.debug if quiet else log.warning)(
             "%s %s/%s failed: %s %s (request id %s)", operation, bucket, key, status,
             code or "-", request_id)
         raise _build(cls, bucket, key, message or code) from exc
     except BotoCoreError as exc:
-        log.warning("%s %s/%s failed: %s", operation, bucket, key, exc)
+        (log.debug if quiet else log.warning)("%s %s/%s failed: %s", operation, bucket,
+                                              key, exc)
         raise EndpointUnreachable(str(exc)) from exc
 
 

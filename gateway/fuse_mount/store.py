@@ -87,8 +87,9 @@ class ObjectStore:
         return self._client
 
     def check_bucket(self) -> None:
-        """HeadBucket: raises if the bucket is missing, access denied or endpoint down."""
-        with translate("HeadBucket", self.bucket):
+        """HeadBucket: raises if the bucket is missing, access denied or endpoint down
+        (and logs nothing: the caller explains)."""
+        with translate("HeadBucket", self.bucket, quiet=True):
             try:
                 self._client.head_bucket(Bucket=self.bucket)
             except self._client.exceptions.ClientError as exc:

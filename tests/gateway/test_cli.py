@@ -166,4 +166,9 @@ def test_cost_report_from_a_running_gateway(squall: SquallProcess) -> None:
     result = run_cli("cost", "--endpoint", squall.endpoint)
     assert result.returncode == 0, result.stderr
     assert "adjusted storage accumulation" in result.stdout
+    # The session gateway sets none of B_b, N, B_c: the report says so.
+    assert "missing settings" in result.stdout
+    for flag in ("--backend-bandwidth (B_b)", "--cost-backend-size-gb (N)",
+                 "--cost-cache-bandwidth-mb-s (B_c)"):
+        assert flag in result.stdout
     assert "squall_cost_agbs" in httpx.get(f"{squall.endpoint}/_squall/metrics").text
