@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from backends.errors import NoSuchBucket, StorageError
-from gateway.cache.units import parse_size
+from backends.units import parse_size
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
 from gateway.fuse_mount.settings import (
     MountSettings,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gateway.fuse_mount.openfile import OpenFile
 from gateway.fuse_mount.reader import ReadAhead
-from gateway.fuse_mount.store import ObjectMeta
+from gateway.fuse_mount.store import RemoteObject
 
 
 @dataclass(slots=True, eq=False)
@@ -184,5 +184,5 @@ def _superseded(current: OpenFile, candidate: OpenFile) -> bool:
             and _version(pinned) != _version(fresh))
 
 
-def _version(meta: ObjectMeta) -> tuple[str, int]:
+def _version(meta: RemoteObject) -> tuple[str, int]:
     return meta.etag, meta.size

@@ -9,7 +9,7 @@ from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.settings import MountSettings, SettingsError
-from gateway.fuse_mount.store import ObjectStore
+from gateway.fuse_mount.store import BucketClient
 
 
 class MountFailed(RuntimeError):
@@ -34,10 +34,10 @@ class _FUSE(mfusepy.FUSE):
         return int(self.operations.truncate(name, length, fh))
 
 
-def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> ObjectStore:
+def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> BucketClient:
     """The mount's S3 client; with ``route_to_owners``, routed by the cluster's ring
     (SettingsError if the endpoint does not give one)."""
-    store = ObjectStore(settings.endpoint, settings.bucket, settings.credentials,
+    store = BucketClient(settings.endpoint, settings.bucket, settings.credentials,
                         region=settings.region, max_attempts=max_attempts or settings.max_attempts,
                         pool_size=4 * settings.threads)
     if settings.route_to_owners:

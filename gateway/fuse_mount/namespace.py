@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterator
+from dataclasses import replace
 
 from backends.errors import NoSuchKey
-from gateway.fuse_mount.attrs import Attr, AttrCache
+from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
 from gateway.fuse_mount.listings import Listings
-from gateway.fuse_mount.store import ListPage, ObjectMeta, ObjectStore
+from gateway.fuse_mount.store import BucketClient, RemoteListing, RemoteObject
 
 
 class PathError(OSError):
@@ -51,7 +52,7 @@ def split(path: str) -> tuple[str, str]:
 class Namespace:
     """Namespace operations on one bucket, with an attribute cache in front of lookups."""
 
-    def __init__(self, store: ObjectStore, cache: AttrCache, listings: Listings) -> None:
+    def __init__(self, store: BucketClient, cache: AttrCache, listings: Listings) -> None:
         self._store = store
         self.cache = cache
         self.listings = listings
@@ -83,15 +84,16 @@ class Namespace:
             raise PathError(errno.ENOENT, path)
         return attr
 
-    def head(self, path: str) -> ObjectMeta:
+    def head(self, path: str) -> RemoteObject:
         """Fresh HeadObject of a file (open() always sees the newest version)."""
         meta = self._store.head(key_of(path))
         self.cache.put(path, Attr.of_object(meta))
         return meta
 
     def listdir(self, path: str) -> Iterator[tuple[str, Attr]]:
-        """Entries of a directory from delimited listings (caches the subdirectories, and
-        the complete listing once every page was read)."""
+        """Entries of a directory from delimited listings. The attributes of every entry
+        are cached (``ls -l`` costs the listing only, no HeadObject per file), and so is the
+        complete listing once every page was read."""
         prefix = dir_prefix(path)
         names: dict[str, bool] = {}
         for page in self._store.list_dir(prefix):
@@ -99,8 +101,7 @@ class Namespace:
                 if name in names:
                     continue
                 names[name] = attr.is_dir
-                if attr.is_dir:  # listings carry no user metadata: files are looked up
-                    self.cache.put(join(path, name), attr)
+                self.cache.fill(join(path, name), attr)
                 yield name, attr
         self.listings.refresh(path, names)
 
@@ -187,10 +188,14 @@ class Namespace:
         return len(keys)
 
     def update_metadata(self, path: str, values: dict[str, str]) -> None:
-        """Store attributes of a closed file: a metadata-replacing copy onto itself."""
+        """Store attributes of a closed file: a metadata-replacing copy onto itself (no
+        data moves through the client). The copy's LastModified is now: an object that
+        had no ``mtime`` keeps its time as one."""
         meta = self._store.head(key_of(path))
-        self._store.copy(meta.key, meta.key, metadata={**meta.metadata, **values})
-        self.cache.invalidate(path)
+        kept = metadata_for(mtime_ns=Attr.of_object(meta).mtime_ns)
+        metadata = {**kept, **meta.metadata, **values}
+        self._store.copy(meta.key, meta.key, metadata=metadata)
+        self.cache.put(path, Attr.of_object(replace(meta, metadata=metadata)))
 
     def _list_page(self, path: str) -> dict[str, bool] | None:
         """One listing page of a directory: its complete entries if they fit in it."""
@@ -210,13 +215,13 @@ class Namespace:
         return False
 
 
-def _entries(page: ListPage, prefix: str) -> Iterator[tuple[str, Attr]]:
+def _entries(page: RemoteListing, prefix: str) -> Iterator[tuple[str, Attr]]:
     """The (name, attributes) of one listing page of the directory ``prefix``; a file
     comes before a directory of the same name, which it hides."""
     for o in page.objects:
         name = o.key[len(prefix):]
         if name and "/" not in name:  # not the directory's own marker
-            yield name, Attr(False, o.size, o.mtime)
+            yield name, Attr.of_listed(o)
     for p in page.prefixes:
         name = p[len(prefix):].rstrip("/")
         if name and "/" not in name:

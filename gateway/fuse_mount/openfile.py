@@ -35,9 +35,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backends.errors import StorageError
-from gateway.fuse_mount.attrs import Attr
+from gateway.fuse_mount.attrs import Attr, metadata_for, parse_mtime
 from gateway.fuse_mount.errors import UploadFailed
-from gateway.fuse_mount.store import ObjectMeta, ObjectStore
+from gateway.fuse_mount.store import BucketClient, RemoteObject
 from gateway.fuse_mount.upload import PartUploader
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,8 @@ class WriteConfig:
 class OpenFile:
     """One open-for-writing file of the mount (shared by every handle of its path)."""
 
-    def __init__(self, store: ObjectStore, key: str, *, config: WriteConfig, pool: Executor,
-                 existing: ObjectMeta | None, truncate: bool,
+    def __init__(self, store: BucketClient, key: str, *, config: WriteConfig, pool: Executor,
+                 existing: RemoteObject | None, truncate: bool,
                  metadata: Mapping[str, str] | None = None) -> None:
         self.lock = threading.RLock()
         self.key = key
@@ -69,10 +69,15 @@ class OpenFile:
         self._cfg = config
         self._pool = pool
         keep = existing is not None and not truncate
+        #: User metadata stored with the content (mode, uid, gid; the mtime is apart).
         self.metadata: dict[str, str] = dict(existing.metadata) if keep and existing else {}
         self.metadata.update(metadata or {})
-        # What stat shows: an unmodified object keeps its own time (tar compares them).
-        self.mtime = Attr.of_object(existing).mtime if keep and existing else time.time()
+        self.metadata.pop("mtime", None)
+        # What stat shows: an unmodified object keeps its own time (tar compares them);
+        # recorded as ``mtime`` at commit.
+        self.mtime_ns = (Attr.of_object(existing).mtime_ns if keep and existing
+                         else time.time_ns())
+        self._mtime_set = keep  # by utimens (or the object's own), not by the last write
         self._existing = existing
         self._buf = bytearray()
         self._flushed = 0
@@ -84,7 +89,7 @@ class OpenFile:
         self.released = False
         #: The object version this file's whole content is, while unmodified here (else
         #: None). One attribute, so that it can be read without the lock.
-        self.version: ObjectMeta | None = None
+        self.version: RemoteObject | None = None
         if keep and existing is not None:
             self.state, self.size, self.dirty = State.PRISTINE, existing.size, False
             self.version = existing
@@ -115,7 +120,7 @@ class OpenFile:
                 os.pwrite(self._staging, data, offset)
                 self.size = max(self.size, offset + len(data))
             self.dirty = True
-            self.mtime = time.time()
+            self.mtime_ns, self._mtime_set = time.time_ns(), False
             return len(data)
 
     def read(self, offset: int, size: int) -> bytes:
@@ -168,14 +173,15 @@ class OpenFile:
             self.version = None
             self.size = length
             self.dirty = True
-            self.mtime = time.time()
+            self.mtime_ns, self._mtime_set = time.time_ns(), False
 
     def set_metadata(self, **values: str) -> None:
         """Record attributes (mode, uid, gid, mtime) stored with the next commit."""
         with self.lock:
+            mtime = parse_mtime(values.pop("mtime", None))
+            if mtime is not None:
+                self.mtime_ns, self._mtime_set = mtime, True
             self.metadata.update(values)
-            if "mtime" in values:
-                self.mtime = float(values["mtime"])
             self.dirty = True
 
     def commit(self) -> None:
@@ -184,7 +190,8 @@ class OpenFile:
             if self.unlinked or self.released or not self.dirty:
                 return
             if self.state is State.PRISTINE and self._existing is not None:
-                etag = self._store.copy(self.key, self.key, metadata=self.metadata)
+                etag = self._store.copy(self.key, self.key,
+                                        metadata=self._stored_metadata(final=True))
                 self._existing = replace(self._existing, etag=etag)
                 self.version = self._existing
             elif self.state is State.STREAMING:
@@ -308,22 +315,38 @@ class OpenFile:
         if self._uploader is not None:
             self._uploader.check()
 
-    def _new_uploader(self) -> PartUploader:
-        uploader = PartUploader(self._store, self.key, self.metadata, self._pool,
-                                max_inflight=self._cfg.max_inflight)
+    def _stored_metadata(self, *, final: bool) -> dict[str, str]:
+        """The user metadata to store with the content: the attributes, and the mtime when
+        it is known now (``final``: at commit; or set by utimens). A multipart upload
+        started before the last write leaves the mtime out: the object's LastModified
+        (its completion) is then its time."""
+        values = dict(self.metadata)
+        if final or self._mtime_set:
+            values.update(metadata_for(mtime_ns=self.mtime_ns))
+        return values
+
+    def _new_uploader(self, *, final: bool = False) -> PartUploader:
+        uploader = PartUploader(self._store, self.key, self._stored_metadata(final=final),
+                                self._pool, max_inflight=self._cfg.max_inflight)
         if self._base is not None:
             uploader.add_copy(self.key, 0, self._base[1], if_match=self._base[0])
         return uploader
 
     def _commit_streaming(self) -> str:
         if self._uploader is None and self._base is None:
-            return self._store.put(self.key, self._buf, self.metadata)
+            return self._store.put(self.key, self._buf, self._stored_metadata(final=True))
         if self._uploader is None:
-            self._uploader = self._new_uploader()
+            self._uploader = self._new_uploader(final=True)
         if self._buf:  # complete() returns once it is sent: the buffer is not copied
             self._uploader.add(self._buf)
         etag = self._uploader.complete()
-        self._uploader = None
+        sent, self._uploader = self._uploader.metadata, None
+        wanted = self._stored_metadata(final=False)
+        if "mtime" not in wanted:  # the close time: only worth storing with the content
+            sent = {k: v for k, v in sent.items() if k != "mtime"}
+        if sent != wanted:  # attributes set while uploading
+            etag = self._store.copy(self.key, self.key,
+                                    metadata=self._stored_metadata(final=True))
         # The buffered tail stays in memory; [0, flushed) is now a prefix of the object.
         self._base = (etag, self._flushed) if self._flushed else None
         return etag
@@ -359,10 +382,10 @@ class OpenFile:
         assert self._staging is not None
         size, block = self.size, self._cfg.block_size
         if size <= block:
-            self._store.put(self.key, os.pread(self._staging, size, 0), self.metadata)
+            self._store.put(self.key, os.pread(self._staging, size, 0),
+                            self._stored_metadata(final=True))
             return
-        self._uploader = PartUploader(self._store, self.key, self.metadata, self._pool,
-                                      max_inflight=self._cfg.max_inflight)
+        self._uploader = self._new_uploader(final=True)
         for start in range(0, size, block):
             self._uploader.add(os.pread(self._staging, min(block, size - start), start))
         self._uploader.complete()

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
 from backends.errors import PreconditionFailed
-from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
+from gateway.fuse_mount.attrs import NS, Attr, AttrCache, metadata_for
 from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.handles import Handle, OpenFiles
@@ -29,7 +29,7 @@ from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_o
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import ReadAhead
 from gateway.fuse_mount.settings import MountSettings
-from gateway.fuse_mount.store import ObjectStore
+from gateway.fuse_mount.store import BucketClient
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -37,6 +37,7 @@ R = TypeVar("R")
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16  # libfuse 3 fuse_common.h
 KERNEL_READ_AHEAD_KIB = 1024  # the largest FUSE read request
+UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # utimensat(2) tv_nsec values
 
 
 def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
@@ -60,7 +61,7 @@ class BucketOperations(mfusepy.Operations):
 
     use_ns = True
 
-    def __init__(self, store: ObjectStore, settings: MountSettings, *,
+    def __init__(self, store: BucketClient, settings: MountSettings, *,
                  on_ready: Callable[[], None] | None = None) -> None:
         self._store = store
         self._settings = settings
@@ -68,7 +69,7 @@ class BucketOperations(mfusepy.Operations):
                              Listings(settings.attr_timeout))
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
-        self._mounted_at = float(int(time.time()))
+        self._mounted_at = int(time.time()) * NS
         self._write_cfg = WriteConfig(settings.block_size, settings.max_inflight,
                                       settings.staging_dir)
         self._uploads = ThreadPoolExecutor(settings.threads, thread_name_prefix="upload")
@@ -126,10 +127,13 @@ class BucketOperations(mfusepy.Operations):
 
     @fuse_op
     def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
-        f = self._open_file(path)
-        if f is not None:  # closed files keep their upload time (see docs)
-            mtime = times[1] / 1e9 if times else time.time()
-            f.set_metadata(**metadata_for(mtime=mtime))
+        """touch, tar, rsync -t: the mtime is stored as user metadata (``mtime``); the
+        atime is not kept."""
+        mtime = times[1] if times else UTIME_NOW  # libfuse: 0 s + UTIME_* ns for those
+        if mtime == UTIME_OMIT:
+            return 0  # only the atime changes
+        self._set_attrs(path, metadata_for(mtime_ns=time.time_ns() if mtime == UTIME_NOW
+                                           else mtime))
         return 0
 
     @fuse_op
@@ -373,7 +377,7 @@ class BucketOperations(mfusepy.Operations):
         mode = int(meta["mode"], 8) if "mode" in meta else None
         uid = int(meta["uid"]) if "uid" in meta else None
         gid = int(meta["gid"]) if "gid" in meta else None
-        return Attr(False, f.size, f.mtime, mode, uid, gid)
+        return Attr(False, f.size, f.mtime_ns, mode, uid, gid)
 
     def _set_attrs(self, path: str | None, values: dict[str, str]) -> None:
         if not values or path is None:  # no path: an unlinked file, never stored again
@@ -387,12 +391,9 @@ class BucketOperations(mfusepy.Operations):
             self._ns.update_metadata(path, values)
 
     def _stat(self, attr: Attr) -> dict[str, Any]:
-        if attr.is_dir and not attr.mtime:
-            attr = replace(attr, mtime=self._mounted_at)
-        st = attr.to_stat(uid=self._uid, gid=self._gid, block_size=self._settings.block_size)
-        for name in ("st_mtime", "st_ctime", "st_atime"):
-            st[name] = int(st[name] * 1e9)
-        return st
+        if attr.is_dir and not attr.mtime_ns:
+            attr = replace(attr, mtime_ns=self._mounted_at)
+        return attr.to_stat(uid=self._uid, gid=self._gid, block_size=self._settings.block_size)
 
 
 def _named(path: str | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Executor, Future
 
-from gateway.fuse_mount.store import ObjectMeta, ObjectStore
+from gateway.fuse_mount.store import BucketClient, RemoteObject
 
 
 class ReadAhead:
@@ -20,7 +20,7 @@ class ReadAhead:
     of the previous one are dropped.
     """
 
-    def __init__(self, store: ObjectStore, *, block_size: int, window: int,
+    def __init__(self, store: BucketClient, *, block_size: int, window: int,
                  pool: Executor) -> None:
         self._store = store
         self._block = block_size
@@ -31,7 +31,7 @@ class ReadAhead:
         self._version: tuple[str, str, int] | None = None
         self._last_end = 0
 
-    def read(self, meta: ObjectMeta, offset: int, size: int) -> bytes:
+    def read(self, meta: RemoteObject, offset: int, size: int) -> bytes:
         end = min(offset + size, meta.size)
         if offset >= end:
             return b""
@@ -71,7 +71,7 @@ class ReadAhead:
             future.cancel()
         self._blocks.clear()
 
-    def _fetch(self, meta: ObjectMeta, index: int) -> Future[bytes] | None:
+    def _fetch(self, meta: RemoteObject, index: int) -> Future[bytes] | None:
         future = self._blocks.get(index)
         start = index * self._block
         if future is None and start < meta.size:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.fuse_mount.store import Credentials
+from gateway.fuse_mount.store import GatewayCredentials
 
 MiB = 1024 * 1024
 MIN_BLOCK_SIZE = 5 * MiB  # S3's minimum size of every multipart part but the last
@@ -22,7 +22,7 @@ class MountSettings:
     endpoint: str
     bucket: str
     mountpoint: Path
-    credentials: Credentials
+    credentials: GatewayCredentials
     block_size: int = 8 * MiB
     readahead: int = 16 * MiB
     attr_timeout: float = 1.0
@@ -51,12 +51,12 @@ class MountSettings:
         return -(-self.readahead // self.block_size)
 
 
-def credentials_from_env(environ: Mapping[str, str] = os.environ) -> Credentials:
+def credentials_from_env(environ: Mapping[str, str] = os.environ) -> GatewayCredentials:
     """SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY, else AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
     for access, secret in (("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY"),
                            ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")):
         if environ.get(access) and environ.get(secret):
-            return Credentials(environ[access], environ[secret])
+            return GatewayCredentials(environ[access], environ[secret])
     raise SettingsError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY "
                         "(or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 

@@ -23,13 +23,13 @@ Body = bytes | bytearray
 
 
 @dataclass(frozen=True, slots=True)
-class Credentials:
+class GatewayCredentials:
     access_key: str
     secret_key: str
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectMeta:
+class RemoteObject:
     """What HeadObject or a listing tells about one object."""
 
     key: str
@@ -49,18 +49,18 @@ class Part:
 
 
 @dataclass(frozen=True, slots=True)
-class ListPage:
+class RemoteListing:
     """One page of a delimited listing: objects and common prefixes (``dir/``)."""
 
-    objects: tuple[ObjectMeta, ...]
+    objects: tuple[RemoteObject, ...]
     prefixes: tuple[str, ...]
     truncated: bool = False
 
 
-class ObjectStore:
+class BucketClient:
     """Blocking S3 operations on one bucket."""
 
-    def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
+    def __init__(self, endpoint: str, bucket: str, credentials: GatewayCredentials, *,
                  region: str = "us-east-1", max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32) -> None:
         self.bucket = bucket
@@ -97,10 +97,10 @@ class ObjectStore:
                     exc.response.setdefault("Error", {})["Code"] = "NoSuchBucket"
                 raise
 
-    def head(self, key: str) -> ObjectMeta:
+    def head(self, key: str) -> RemoteObject:
         with translate("HeadObject", self.bucket, key):
             r = self._client.head_object(Bucket=self.bucket, Key=key)
-        return ObjectMeta(key, int(r["ContentLength"]), r.get("ETag", ""),
+        return RemoteObject(key, int(r["ContentLength"]), r.get("ETag", ""),
                           r["LastModified"].timestamp(), dict(r.get("Metadata") or {}))
 
     def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None
@@ -138,7 +138,7 @@ class ObjectStore:
             self._client.delete_object(Bucket=self.bucket, Key=key)
 
     def list_dir(self, prefix: str, *, delimiter: str = "/", max_keys: int = 1000
-                 ) -> Iterator[ListPage]:
+                 ) -> Iterator[RemoteListing]:
         """Pages of ListObjectsV2 under ``prefix`` (all of them unless ``max_keys`` < 1000)."""
         token: str | None = None
         while True:
@@ -150,8 +150,8 @@ class ObjectStore:
                 args["ContinuationToken"] = token
             with translate("ListObjectsV2", self.bucket, prefix):
                 r = self._client.list_objects_v2(**args)
-            yield ListPage(
-                tuple(ObjectMeta(o["Key"], int(o["Size"]), o.get("ETag", ""),
+            yield RemoteListing(
+                tuple(RemoteObject(o["Key"], int(o["Size"]), o.get("ETag", ""),
                                  o["LastModified"].timestamp()) for o in r.get("Contents", [])),
                 tuple(p["Prefix"] for p in r.get("CommonPrefixes", [])),
                 bool(r.get("IsTruncated")))

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future
 
-from gateway.fuse_mount.store import Body, ObjectStore, Part
+from gateway.fuse_mount.store import Body, BucketClient, Part
 
 log = logging.getLogger(__name__)
 
@@ -19,13 +19,15 @@ class PartUploader:
     ``check`` or ``complete`` raise its error; ``abort`` discards the upload.
     """
 
-    def __init__(self, store: ObjectStore, key: str, metadata: Mapping[str, str],
+    def __init__(self, store: BucketClient, key: str, metadata: Mapping[str, str],
                  pool: Executor, *, max_inflight: int = 2) -> None:
         self._store = store
         self.key = key
         self._pool = pool
         self._max_inflight = max(1, max_inflight)
-        self.upload_id = store.create_upload(key, metadata)
+        #: The user metadata the object gets (sent when the upload is created).
+        self.metadata = dict(metadata)
+        self.upload_id = store.create_upload(key, self.metadata)
         self._next = 1
         self._pending: deque[Future[Part]] = deque()
         self._done: list[Part] = []
