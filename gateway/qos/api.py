@@ -2,7 +2,7 @@
 
 * ``GET /_squall/qos[?bucket=B]``: the classes and their state (as in ``/_squall/status``);
 * ``PUT /_squall/qos?bucket=B&g0_bandwidth=10MB/s[&g0_iops=N&max_gear=K&threshold=T
-  &device_threshold=U&demote_after=K]``: set B's class (the bucket must exist);
+  &device_threshold=U&demote_after=K&credit_s=S]``: set B's class (the bucket must exist);
 * ``DELETE /_squall/qos?bucket=B``: remove it (204, also when B had none, as S3's
   ``DeleteBucket*`` configuration calls).
 

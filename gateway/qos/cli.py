@@ -26,7 +26,8 @@ from gateway.qos.model import QosClass
 
 NAME = "squall qos"
 FLAGS = (("g0_iops", "--g0-iops"), ("max_gear", "--max-gear"), ("threshold", "--threshold"),
-         ("device_threshold", "--device-threshold"), ("demote_after", "--demote-after"))
+         ("device_threshold", "--device-threshold"), ("demote_after", "--demote-after"),
+         ("credit_s", "--credit-s"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,7 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="promote only while the device is below this utilization "
                         "(default 0.9)")
     s.add_argument("--demote-after", metavar="K",
-                   help="demote after K intervals below the lower gear (default 3)")
+                   help="demote after K intervals below the lower gear (default 1)")
+    s.add_argument("--credit-s", metavar="S",
+                   help="no gears: a credit scheme (EBS gp2) holding S seconds of G0, "
+                        "spent to burst up to the top gear's cap")
     common(s)
     w = verbs.add_parser("show", help="the classes, gears, use and gear-seconds")
     w.add_argument("bucket", nargs="?")

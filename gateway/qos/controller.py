@@ -1,6 +1,7 @@
-"""The QoS controller: every interval it measures each class's use from the tokens its
-gates charged, reads the device utilization, and promotes or demotes (seed Algorithm 1);
-it owns the gates the request path and the flush path wait on.
+"""The QoS controller: every interval it measures each class's demand at its gates (what
+was admitted, plus what waits and what was refused), reads the device utilization, and
+promotes or demotes (seed Algorithm 1); it owns the gates the request path and the flush
+path wait on.
 
 ``tick(now)`` is the whole decision step and takes the time as an argument, so tests
 drive it with a scripted clock; ``start()`` runs it every ``interval`` seconds.
@@ -13,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.qos.gate import ClassGate
 from gateway.qos.gears import GearState, Tuning
@@ -40,10 +41,11 @@ class QosController:
         self.gates: dict[str, ClassGate] = {}
         self.flush_gates: dict[str, ClassGate] = {}
         self.states: dict[str, GearState] = {}  # every class ever active (bills survive)
-        self._counts: dict[str, tuple[float, float, float, float]] = {}
+        self._counts: dict[str, tuple[_Counts, _Counts]] = {}
         self._last_tick: float | None = None
         self.utilization = 0.0
-        self._used: dict[str, tuple[float, float, float]] = {}
+        #: per bucket: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
+        self._used: dict[str, _Use] = {}
         self._task: asyncio.Task[None] | None = None
         self._apply()
 
@@ -54,8 +56,14 @@ class QosController:
         return {name: cls for name, cls in merged.items() if cls is not None}
 
     def _gate(self, state: GearState) -> ClassGate:
-        return ClassGate(state.bandwidth_cap, state.iops_cap, burst_s=self.settings.burst,
-                         max_wait_s=self.settings.max_wait, clock=self._clock)
+        return ClassGate(*state.gate_caps(), burst_s=self.settings.burst,
+                         max_wait_s=self.settings.max_wait, clock=self._clock,
+                         credit=state.credit())
+
+    def _new_gates(self, name: str, state: GearState) -> None:
+        self.gates[name] = self._gate(state)
+        self.flush_gates[name] = self._gate(state)
+        self._counts[name] = (_counts(self.gates[name]), _counts(self.flush_gates[name]))
 
     def _apply(self) -> None:
         wanted = self.classes()
@@ -69,14 +77,15 @@ class QosController:
             if state is None:
                 state = self.states[name] = GearState(spec, share=self.share)
             elif state.spec != spec:
+                credit_changed = state.credit() != GearState(spec, share=self.share).credit()
                 state.respec(spec)
+                if credit_changed:  # credit buckets made, changed or dropped: new gates
+                    self._new_gates(name, state)
             if name in self.gates:
-                self.gates[name].set_caps(state.bandwidth_cap, state.iops_cap)
-                self.flush_gates[name].set_caps(state.bandwidth_cap, state.iops_cap)
+                self.gates[name].set_caps(*state.gate_caps())
+                self.flush_gates[name].set_caps(*state.gate_caps())
             else:
-                self.gates[name] = self._gate(state)
-                self.flush_gates[name] = self._gate(state)
-                self._counts[name] = _counts(self.gates[name], self.flush_gates[name])
+                self._new_gates(name, state)
 
     async def set(self, bucket: str, spec: QosClass) -> None:
         """Give ``bucket`` the class ``spec`` (kept in the store)."""
@@ -129,19 +138,21 @@ class QosController:
         for name, gate in self.gates.items():
             flush = self.flush_gates[name]
             state = self.states[name]
-            before, after = self._counts[name], _counts(gate, flush)
-            self._counts[name] = after
-            request_bw, request_ops, flush_bw, flush_ops = (
-                (a - b) / dt for a, b in zip(after, before, strict=True))
-            bandwidth, iops = max(request_bw, flush_bw), max(request_ops, flush_ops)
-            self._used[name] = (bandwidth, iops, flush_bw)
-            decision = state.tick(dt, bandwidth, iops, self.utilization)
+            (request_before, flush_before) = self._counts[name]
+            request_after, flush_after = _counts(gate), _counts(flush)
+            self._counts[name] = (request_after, flush_after)
+            request = _use(request_before, request_after, dt)
+            flushed = _use(flush_before, flush_after, dt)
+            use = _Use(*(max(a, b) for a, b in zip(request, flushed, strict=True)))
+            self._used[name] = use._replace(flush_bandwidth=flushed.bandwidth)
+            decision = state.tick(dt, use.bandwidth_demand, use.iops_demand,
+                                  self.utilization)
             if decision in (Tuning.PROMOTE, Tuning.DEMOTE):
-                log.info("qos: %s %s to gear %d (%.0f B/s, %.0f ops/s; device %.0f%%)",
-                         decision.value, name, state.gear, bandwidth, iops,
-                         100 * self.utilization)
-                gate.set_caps(state.bandwidth_cap, state.iops_cap)
-                flush.set_caps(state.bandwidth_cap, state.iops_cap)
+                log.info("qos: %s %s to gear %d (demand %.0f B/s, %.0f ops/s; device "
+                         "%.0f%%)", decision.value, name, state.gear, use.bandwidth_demand,
+                         use.iops_demand, 100 * self.utilization)
+                gate.set_caps(*state.gate_caps())
+                flush.set_caps(*state.gate_caps())
             decisions[name] = decision
         return decisions
 
@@ -168,15 +179,23 @@ class QosController:
     # -- output ------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
         state = self.states[name]
-        bandwidth, iops, flush_bw = self._used.get(name, (0.0, 0.0, 0.0))
-        return {"gear": state.gear, "max_gear": state.spec.max_gear,
-                "bandwidth_cap": state.bandwidth_cap, "iops_cap": state.iops_cap,
-                "bandwidth_used": bandwidth, "iops_used": iops,
-                "flush_bandwidth_used": flush_bw,
-                "gear_seconds": state.gear_seconds,
-                "seconds_at_gear": list(state.seconds_at_gear),
-                "refused": self.gates[name].refused,
-                "class": state.spec.model_dump()}
+        use = self._used.get(name, _Use(0.0, 0.0, 0.0, 0.0, 0.0))
+        gate = self.gates[name]
+        described = {"gear": state.gear, "max_gear": state.spec.max_gear,
+                     "bandwidth_cap": state.bandwidth_cap, "iops_cap": state.iops_cap,
+                     "bandwidth_used": use.bandwidth, "iops_used": use.iops,
+                     "bandwidth_demand": use.bandwidth_demand,
+                     "iops_demand": use.iops_demand,
+                     "flush_bandwidth_used": use.flush_bandwidth,
+                     "gear_seconds": state.gear_seconds,
+                     "seconds_at_gear": list(state.seconds_at_gear),
+                     "refused": gate.refused,
+                     "class": state.spec.model_dump()}
+        if gate.credit_bandwidth is not None:
+            credits = gate.credit_bandwidth
+            described["peak_bandwidth_cap"] = gate.bandwidth.rate
+            described["credit_s"] = credits.level() / credits.rate  # seconds of G0 left
+        return described
 
     def status(self) -> dict[str, Any]:
         """The ``qos`` object of ``/_squall/status`` (docs/qos.md)."""
@@ -194,9 +213,45 @@ class QosController:
         registry.register(_Collector(self))
 
 
-def _counts(gate: ClassGate, flush: ClassGate) -> tuple[float, float, float, float]:
-    return (gate.bandwidth.charged, gate.iops.charged, flush.bandwidth.charged,
-            flush.iops.charged)
+class _Counts(NamedTuple):
+    """One gate's counters at a tick: bytes and ops taken, waiting now, refused."""
+
+    charged_bytes: float
+    charged_ops: float
+    waiting_bytes: float
+    waiting_ops: float
+    refused_bytes: float
+    refused_ops: float
+
+
+class _Use(NamedTuple):
+    """One interval's admitted use and demand (per second)."""
+
+    bandwidth: float
+    iops: float
+    bandwidth_demand: float
+    iops_demand: float
+    flush_bandwidth: float
+
+
+def _counts(gate: ClassGate) -> _Counts:
+    waiting_bytes, waiting_ops = gate.backlog()
+    return _Counts(gate.bandwidth.charged, gate.iops.charged, waiting_bytes, waiting_ops,
+                   gate.refused_bytes, gate.refused)
+
+
+def _use(before: _Counts, after: _Counts, dt: float) -> _Use:
+    """Admitted = taken and repaid during the interval; demand = admitted + what waits
+    at the end + what was refused (seed: the demand a throttled class shows)."""
+    admitted_bytes = ((after.charged_bytes - after.waiting_bytes)
+                      - (before.charged_bytes - before.waiting_bytes))
+    admitted_ops = ((after.charged_ops - after.waiting_ops)
+                    - (before.charged_ops - before.waiting_ops))
+    demand_bytes = (admitted_bytes + after.waiting_bytes
+                    + after.refused_bytes - before.refused_bytes)
+    demand_ops = admitted_ops + after.waiting_ops + after.refused_ops - before.refused_ops
+    return _Use(admitted_bytes / dt, admitted_ops / dt, demand_bytes / dt, demand_ops / dt,
+                0.0)
 
 
 class _Collector:

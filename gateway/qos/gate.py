@@ -17,6 +17,9 @@ from starlette.responses import Response
 
 from backends.errors import SlowDown
 
+#: longest sleep of a waiting request before it looks at the rate again
+RECHECK_S = 0.1
+
 
 class RateGate:
     """One token bucket (bytes or operations) whose rate follows the gear."""
@@ -50,6 +53,22 @@ class RateGate:
         self._refill()
         return max(0.0, (amount - self._tokens) / self.rate)
 
+    def level(self) -> float:
+        """Tokens available now (negative: debt)."""
+        self._refill()
+        return self._tokens
+
+    def backlog(self) -> float:
+        """Tokens taken but not yet repaid: what is waiting at the gate now."""
+        self._refill()
+        return max(0.0, -self._tokens)
+
+    def remaining(self, ticket: float) -> float:
+        """Seconds until the tokens taken up to ``ticket`` (``charged`` just after a
+        take) are repaid at the current rate: a promotion shortens a wait under way."""
+        self._refill()
+        return max(0.0, (ticket - self.charged - min(0.0, self._tokens)) / self.rate)
+
     def take(self, amount: float) -> float:
         """Take ``amount`` tokens; returns the seconds to wait until they are repaid."""
         self._refill()
@@ -59,39 +78,85 @@ class RateGate:
 
 
 class ClassGate:
-    """The bandwidth and IOPS buckets of one class on one path (requests or flushes)."""
+    """The bandwidth and IOPS buckets of one class on one path (requests or flushes).
 
-    __slots__ = ("bandwidth", "iops", "max_wait_s", "refused")
+    A class running the credit scheme (EBS gp2) has a second pair of buckets, the
+    credits: they refill at the baseline and hold ``credit_s`` seconds of it; a request
+    takes from both pairs, so it bursts at the peak caps while credits last, then runs
+    at the baseline.
+    """
+
+    __slots__ = ("bandwidth", "credit_bandwidth", "credit_iops", "iops", "max_wait_s",
+                 "refused", "refused_bytes")
 
     def __init__(self, bandwidth: float, iops: float | None, *, burst_s: float,
-                 max_wait_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_wait_s: float, clock: Callable[[], float] = time.monotonic,
+                 credit: tuple[float, float | None, float] | None = None) -> None:
         self.bandwidth = RateGate(bandwidth, burst_s, clock)
         # Without an IOPS cap, operations are still counted (rate 1e12: never a wait).
         self.iops = RateGate(iops or 1e12, burst_s, clock)
+        self.credit_bandwidth: RateGate | None = None
+        self.credit_iops: RateGate | None = None
+        if credit is not None:
+            base_bw, base_iops, credit_s = credit
+            self.credit_bandwidth = RateGate(base_bw, credit_s, clock)
+            if base_iops is not None:
+                self.credit_iops = RateGate(base_iops, credit_s, clock)
         self.max_wait_s = max_wait_s
         self.refused = 0
+        self.refused_bytes = 0
 
     def set_caps(self, bandwidth: float, iops: float | None) -> None:
         self.bandwidth.set_rate(bandwidth)
         self.iops.set_rate(iops or 1e12)
 
+    def backlog(self) -> tuple[float, float]:
+        """Bytes and operations waiting at the gate (taken, not yet repaid)."""
+        nbytes, ops = self.bandwidth.backlog(), self.iops.backlog()
+        if self.credit_bandwidth is not None:
+            nbytes = max(nbytes, self.credit_bandwidth.backlog())
+        if self.credit_iops is not None:
+            ops = max(ops, self.credit_iops.backlog())
+        return nbytes, ops
+
+    def _wait(self, nbytes: int, take: bool) -> float:
+        """The wait of one operation and ``nbytes``: taken (``take``) or only looked up."""
+        op = RateGate.take if take else RateGate.wait_for
+        wait = max(op(self.bandwidth, nbytes), op(self.iops, 1))
+        if self.credit_bandwidth is not None:  # only classes on the credit scheme
+            wait = max(wait, op(self.credit_bandwidth, nbytes))
+        if self.credit_iops is not None:
+            wait = max(wait, op(self.credit_iops, 1))
+        return wait
+
     def reserve(self, nbytes: int, *, bounded: bool = True) -> float:
         """Take one operation and ``nbytes``; the seconds to wait. With ``bounded``, a
         wait longer than ``max_wait_s`` takes nothing and raises :class:`SlowDown`."""
         if bounded:
-            wait = max(self.bandwidth.wait_for(nbytes), self.iops.wait_for(1))
+            wait = self._wait(nbytes, take=False)
             if wait > self.max_wait_s:
                 self.refused += 1
+                self.refused_bytes += nbytes
                 raise SlowDown("The bucket's QoS class is at its highest gear it may use "
                                "now; please reduce your request rate.",
                                retry_after=max(1, math.ceil(wait - self.max_wait_s)))
-        return max(self.bandwidth.take(nbytes), self.iops.take(1))
+        return self._wait(nbytes, take=True)
 
     async def admit(self, headers: Mapping[str, str]) -> None:
         """Delay an S3 request of this class (its declared body size and one operation)."""
         wait = self.reserve(request_bytes(headers))
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._wait_repaid(wait)
+
+    async def _wait_repaid(self, wait: float) -> None:
+        """Sleep until this reservation's tokens are repaid, at the rate of the moment:
+        a gear changed during the wait changes its end."""
+        gates = [g for g in (self.bandwidth, self.iops, self.credit_bandwidth,
+                             self.credit_iops) if g is not None]
+        tickets = [g.charged for g in gates]
+        while wait >= 1e-3:  # wake up a few times a second to see a new gear
+            await asyncio.sleep(min(wait, RECHECK_S))
+            wait = max(g.remaining(t) for g, t in zip(gates, tickets, strict=True))
 
     def charge_response(self, method: str, response: Response) -> None:
         """Charge the body of a GET's response as debt (the class's next requests wait:
@@ -99,12 +164,14 @@ class ClassGate:
         length = response.headers.get("content-length")
         if method == "GET" and response.status_code < 300 and length and length.isdigit():
             self.bandwidth.take(int(length))
+            if self.credit_bandwidth is not None:
+                self.credit_bandwidth.take(int(length))
 
     async def pace(self, nbytes: int) -> None:
         """Delay a flush of ``nbytes`` (never refused: flushing must go on)."""
         wait = self.reserve(nbytes, bounded=False)
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._wait_repaid(wait)
 
 
 def request_bytes(headers: Mapping[str, str]) -> int:

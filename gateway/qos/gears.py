@@ -45,10 +45,25 @@ class GearState:
     def iops_cap(self) -> float | None:
         return self.spec.iops_cap(self.gear, self.share)
 
+    def gate_caps(self) -> tuple[float, float | None]:
+        """The caps the gates enforce: the gear's, or the peak of a credit class."""
+        spec = self.spec
+        if spec.credit:
+            return (spec.bandwidth_cap(spec.max_gear, self.share),
+                    spec.iops_cap(spec.max_gear, self.share))
+        return self.bandwidth_cap, self.iops_cap
+
+    def credit(self) -> tuple[float, float | None, float] | None:
+        """A credit class's baseline bandwidth, IOPS and credit depth (s); else None."""
+        spec = self.spec
+        if spec.credit_s is None:
+            return None
+        return self.bandwidth_cap, self.iops_cap, spec.credit_s
+
     def respec(self, spec: QosClass) -> None:
         """A new class for the same bucket: keep the bill, clamp the gear."""
         self.spec = spec
-        self.gear = min(self.gear, spec.max_gear)
+        self.gear = 0 if spec.credit else min(self.gear, spec.max_gear)
         self.low_intervals = 0
         self.seconds_at_gear += [0.0] * (spec.max_gear + 1 - len(self.seconds_at_gear))
 
@@ -57,13 +72,16 @@ class GearState:
 
     def tick(self, dt: float, bandwidth_used: float, iops_used: float,
              utilization: float) -> Tuning:
-        """Bill ``dt`` seconds at the current gear, then decide from the interval's use
-        (bytes/s, operations/s) and the device's utilization (0..1, busiest device)."""
+        """Bill ``dt`` seconds at the current gear, then decide from the interval's
+        demand (bytes/s, operations/s: admitted, waiting or refused) and the device's
+        utilization (0..1, busiest device). A credit class stays at gear 0 (its bill)."""
         dt = max(0.0, dt)
         self.gear_seconds += 2 ** self.gear * dt
         self.reserved_mb += self.bandwidth_cap / 1e6 * dt
         self.seconds_at_gear[self.gear] += dt
         spec = self.spec
+        if spec.credit:
+            return Tuning.HOLD
         saturated = (self._reaches(bandwidth_used, self.bandwidth_cap, spec.threshold)
                      or self._reaches(iops_used, self.iops_cap, spec.threshold))
         if saturated and self.gear < spec.max_gear:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gateway.cache.units import parse_rate
+from backends.units import parse_rate
 
 MAX_GEAR = 16  # 2^16 x G0: far above any device; bounds the doubling
 
@@ -30,21 +30,31 @@ class QosClass(BaseModel):
     threshold: float = Field(default=0.95, gt=0, le=1)
     #: promote only while the device's utilization is below this (seed Algorithm 3).
     device_threshold: float = Field(default=0.9, gt=0, le=1)
-    #: demote after use stayed below the lower gear's cap for this many intervals.
-    demote_after: int = Field(default=3, ge=1, le=3600)
+    #: demote after use stayed below the lower gear's cap for this many intervals
+    #: (seed: 1, one level per interval).
+    demote_after: int = Field(default=1, ge=1, le=3600)
+    #: set: no gears but a leaky-bucket credit scheme (EBS gp2): credits earned at G0
+    #: while use is below it, held up to this many seconds of G0, spent to burst up to
+    #: the top gear's cap; billed at G0. None: G-states.
+    credit_s: float | None = Field(default=None, gt=0, le=86400)
 
     @field_validator("g0_bandwidth", mode="before")
     @classmethod
     def _rate(cls, value: Any) -> float:
         return parse_rate(value)
 
+    @property
+    def credit(self) -> bool:
+        """True when the class runs the credit scheme instead of gears."""
+        return self.credit_s is not None
+
     def bandwidth_cap(self, gear: int, share: float = 1.0) -> float:
         """Bytes/s at gear ``gear`` (times ``share``, a worker's part of the class)."""
-        return self.g0_bandwidth * share * 2 ** gear
+        return self.g0_bandwidth * share * float(2 ** gear)
 
     def iops_cap(self, gear: int, share: float = 1.0) -> float | None:
         """Operations/s at gear ``gear``, None when operations are not limited."""
-        return None if self.g0_iops is None else self.g0_iops * share * 2 ** gear
+        return None if self.g0_iops is None else self.g0_iops * share * float(2 ** gear)
 
 
 class QosSettings(BaseModel):

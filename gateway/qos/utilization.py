@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.cache.throttle import ThrottledBackend
+from backends.throttled import ThrottledBackend
 
 
 class DeviceUtilization:

@@ -1,18 +1,29 @@
-"""G-states against static caps at the same bill (seed: IOTune, section V), small scale.
+"""G-states against static caps at the same bill and an I/O credit scheme (seed: IOTune,
+section 5), at small scale.
 
 ``python -m loadtests.bench.qos`` starts one gateway in front of a throttled backend and
-runs two tenants (buckets) at once: a *bursty* one (``--burst-writers`` writers for
-``--on`` seconds, then nothing for ``--off`` seconds) and a *steady* one (a fixed rate of
-PUTs). It runs them twice, on fresh buckets:
+runs two tenants (buckets) at once:
+
+* *bursty*: a checkpointing code. At the start of every ``--period`` seconds,
+  ``--burst-writers`` writers each PUT ``--burst-objects`` objects one after the other
+  (open loop: a checkpoint starts on time even if the previous one is still running).
+  It reports the checkpoint completion time (p50/p99 over checkpoints) and the latency
+  of every PUT (a PUT refused with 503 SlowDown is retried; its latency includes it);
+* *steady*: ``--steady-rate`` PUTs per second.
+
+Three modes, each on fresh buckets for ``--duration`` seconds (default 45: the whole run
+takes about three minutes):
 
 * ``g-states``: each tenant a class G0 with gears up to ``--max-gear`` (docs/qos.md);
 * ``static``: each tenant a static cap (``max_gear = 0``) equal to the average bandwidth
-  its class reserved in the first run: the same bill.
+  its class reserved in the g-states run: the same bill;
+* ``credit``: a leaky-bucket credit scheme (EBS gp2): baseline G0, credits earned at G0
+  and held up to ``--credit-s`` seconds of it, spent to burst up to the top gear's cap;
+  billed at its baseline, as gp2 bills the volume and not its bursts.
 
-It prints per tenant and mode the PUT latency p50/p99, the throughput, the requests
-refused (503 SlowDown) and the bill (reserved MB and AGBs); ``--out DIR`` saves the gears
-over time as CSV, and as PNG when matplotlib is installed. Each mode lasts
-``--duration`` seconds (default 45: the whole run stays under two minutes).
+It prints per tenant and mode the PUT latency p50/p99, the checkpoint times, the
+throughput, the refusals and the bill (reserved MB and AGBs), then the bill of each mode;
+``--out DIR`` saves the gears over time as CSV, and as PNG when matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import tempfile
@@ -41,21 +53,31 @@ from loadtests.bench.server import squall_credentials, squall_server
 
 MB = 1_000_000
 TENANTS = ("bursty", "steady")
+MODES = ("g-states", "static", "credit")
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
     duration_s: float = 45.0
-    on_s: float = 3.0
-    off_s: float = 7.0
+    period_s: float = 10.0  # a checkpoint starts every period
     burst_writers: int = 4
+    burst_objects: int = 4  # objects per writer and checkpoint
     steady_rate: float = 3.0  # PUTs per second of the steady tenant
     object_size: int = 256 * 1024
     g0_bytes_per_s: float = 0.5 * MB
     max_gear: int = 3
+    credit_s: float = 20.0  # the credit scheme's balance cap, in seconds of G0
     backend_bytes_per_s: float = 16 * MB
     interval_s: float = 0.5
+    max_wait_s: float = 5.0
     backend_size_gb: float = 10.0
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @dataclass
@@ -63,15 +85,16 @@ class TenantResult:
     mode: str
     tenant: str
     latencies: list[float] = field(default_factory=list)
+    checkpoints: list[float] = field(default_factory=list)  # completion times, s
     refused: int = 0
     bytes: int = 0
     reserved_mb: float = 0.0
 
     def percentile(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return _quantile(self.latencies, q)
+
+    def checkpoint_percentile(self, q: float) -> float:
+        return _quantile(self.checkpoints, q)
 
 
 def _client(endpoint: str, env: dict[str, str]) -> Any:
@@ -84,15 +107,19 @@ def _client(endpoint: str, env: dict[str, str]) -> Any:
 
 def _put(client: Any, bucket: str, key: str, body: bytes, result: TenantResult,
          lock: threading.Lock) -> None:
+    """One PUT, retried after a SlowDown (as a client does): nothing is given up."""
     started = time.perf_counter()
-    try:
-        client.put_object(Bucket=bucket, Key=key, Body=body)
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "SlowDown":
-            raise
-        with lock:
-            result.refused += 1
-        return
+    while True:
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=body)
+            break
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "SlowDown":
+                raise
+            with lock:
+                result.refused += 1
+            headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            time.sleep(min(1.0, float(headers.get("retry-after") or 1)))
     with lock:
         result.latencies.append(time.perf_counter() - started)
         result.bytes += len(body)
@@ -102,19 +129,41 @@ def _run_tenants(endpoint: str, env: dict[str, str], shape: Shape, buckets: dict
                  results: dict[str, TenantResult], sampler: Any) -> None:
     body = os.urandom(shape.object_size)
     lock = threading.Lock()
+    errors: list[Exception] = []
     start = time.monotonic()
     end = start + shape.duration_s
 
-    def bursty(writer: int) -> None:
-        client, n = _client(endpoint, env), 0
-        period = shape.on_s + shape.off_s
-        while (now := time.monotonic()) < end:
-            phase = (now - start) % period
-            if phase >= shape.on_s:
-                time.sleep(min(period - phase, end - now))
-                continue
-            _put(client, buckets["bursty"], f"w{writer}/{n}", body, results["bursty"], lock)
+    def guarded(target: Any, *args: Any) -> None:
+        try:
+            target(*args)
+        except Exception as exc:  # noqa: BLE001 - re-raised by the caller after the join
+            errors.append(exc)
+
+    def writer(n: int, w: int) -> None:
+        client = _client(endpoint, env)
+        for k in range(shape.burst_objects):
+            _put(client, buckets["bursty"], f"c{n}/w{w}/{k}", body, results["bursty"], lock)
+
+    def checkpoint(n: int, due: float) -> None:
+        writers = [threading.Thread(target=guarded, args=(writer, n, w))
+                   for w in range(shape.burst_writers)]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+        with lock:
+            results["bursty"].checkpoints.append(time.monotonic() - due)
+
+    def bursty() -> None:
+        checkpoints, n = [], 0
+        while (due := start + n * shape.period_s) < end:
+            time.sleep(max(0.0, due - time.monotonic()))
+            t = threading.Thread(target=guarded, args=(checkpoint, n, due))
+            t.start()
+            checkpoints.append(t)
             n += 1
+        for t in checkpoints:
+            t.join()
 
     def steady() -> None:
         client, n = _client(endpoint, env), 0
@@ -123,8 +172,7 @@ def _run_tenants(endpoint: str, env: dict[str, str], shape: Shape, buckets: dict
             _put(client, buckets["steady"], f"s/{n}", body, results["steady"], lock)
             n += 1
 
-    threads = [threading.Thread(target=bursty, args=(w,)) for w in range(shape.burst_writers)]
-    threads.append(threading.Thread(target=steady))
+    threads = [threading.Thread(target=guarded, args=(f,)) for f in (bursty, steady)]
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
@@ -132,14 +180,25 @@ def _run_tenants(endpoint: str, env: dict[str, str], shape: Shape, buckets: dict
         time.sleep(0.25)
     for t in threads:
         t.join()
+    if errors:
+        raise RuntimeError(f"a tenant failed: {errors[0]!r}") from errors[0]
+
+
+def _class(shape: Shape, mode: str, bucket: str, g0: float) -> dict[str, str]:
+    params = {"bucket": bucket, "g0_bandwidth": f"{g0:.0f}",
+              "max_gear": str(0 if mode == "static" else shape.max_gear)}
+    if mode == "credit":
+        params["credit_s"] = f"{shape.credit_s:g}"
+    return params
 
 
 def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]:
-    """Both modes against one gateway; returns four results (mode x tenant)."""
+    """The three modes against one gateway; results by mode, then tenant."""
     env = squall_credentials("QOS")
     config = work / "qos.toml"
     work.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"[qos]\ninterval = {shape.interval_s}\nmax_wait = 5.0\n")
+    config.write_text(f"[qos]\ninterval = {shape.interval_s}\n"
+                      f"max_wait = {shape.max_wait_s}\n")
     args = ["--config", str(config), "--backend-bandwidth", f"{shape.backend_bytes_per_s:.0f}",
             "--cost-backend-size-gb", f"{shape.backend_size_gb:g}"]
     results: list[TenantResult] = []
@@ -148,14 +207,13 @@ def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]
         gw = GatewayClient(server.endpoint, Credentials(env["SQUALL_ACCESS_KEY"],
                                                         env["SQUALL_SECRET_KEY"]))
         s3 = _client(server.endpoint, env)
-        caps = {t: shape.g0_bytes_per_s for t in TENANTS}
-        for mode in ("g-states", "static"):
+        same_bill = {t: shape.g0_bytes_per_s for t in TENANTS}  # set by the g-states run
+        for mode in MODES:
             buckets = {t: f"{mode}-{t}" for t in TENANTS}
             for tenant, bucket in buckets.items():
                 s3.create_bucket(Bucket=bucket)
-                gw.request("PUT", "/_squall/qos", params={
-                    "bucket": bucket, "g0_bandwidth": f"{caps[tenant]:.0f}",
-                    "max_gear": str(shape.max_gear if mode == "g-states" else 0)})
+                g0 = same_bill[tenant] if mode == "static" else shape.g0_bytes_per_s
+                gw.request("PUT", "/_squall/qos", params=_class(shape, mode, bucket, g0))
             mode_results = {t: TenantResult(mode, t) for t in TENANTS}
 
             def sample(at: float, mode: str = mode, buckets: dict[str, str] = buckets) -> None:
@@ -167,10 +225,12 @@ def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]
             qos = (gw.status().get("qos") or {}).get("buckets") or {}
             for tenant, bucket in buckets.items():
                 cls = qos[bucket]
-                reserved = cls["gear_seconds"] * caps[tenant] / MB
+                g0 = float(cls["class"]["g0_bandwidth"])
+                reserved = cls["gear_seconds"] * g0 / MB
                 mode_results[tenant].reserved_mb = reserved
-                # The static run gets the bandwidth this run reserved on average.
-                caps[tenant] = reserved * MB / max(sum(cls["seconds_at_gear"]), 1e-9)
+                if mode == "g-states":  # the static run gets the bandwidth reserved here
+                    same_bill[tenant] = reserved * MB / max(sum(cls["seconds_at_gear"]),
+                                                            1e-9)
                 gw.request("DELETE", "/_squall/qos", params={"bucket": bucket})
             results += mode_results.values()
             wait_quiet(gw, timeout_s=120.0)
@@ -206,38 +266,57 @@ def _save_trace(trace: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{1000 * seconds:.0f}"
+
+
 def table(results: Sequence[TenantResult], shape: Shape) -> str:
-    rows = [("| mode | tenant | PUTs | p50 ms | p99 ms | MB/s | refused | reserved MB | "
-             "bill AGBs |"), "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    """The per-tenant table, then the bill of each mode (Markdown)."""
+    rows = [("| mode | tenant | PUTs | p50 ms | p99 ms | checkpoints | ckpt p50 ms | "
+             "ckpt p99 ms | MB/s | refused | reserved MB | bill AGBs |"),
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         rows.append(f"| {r.mode} | {r.tenant} | {len(r.latencies)} | "
-                    f"{1000 * r.percentile(0.5):.0f} | {1000 * r.percentile(0.99):.0f} | "
+                    f"{_ms(r.percentile(0.5))} | {_ms(r.percentile(0.99))} | "
+                    f"{len(r.checkpoints) or '-'} | {_ms(r.checkpoint_percentile(0.5))} | "
+                    f"{_ms(r.checkpoint_percentile(0.99))} | "
                     f"{r.bytes / MB / shape.duration_s:.2f} | {r.refused} | "
                     f"{r.reserved_mb:.1f} | {r.reserved_mb * shape.backend_size_gb:.0f} |")
+    rows += ["", "| mode | bill AGBs (both tenants) |", "|---|---:|"]
+    for mode in dict.fromkeys(r.mode for r in results):
+        total = sum(r.reserved_mb for r in results if r.mode == mode)
+        rows.append(f"| {mode} | {total * shape.backend_size_gb:.0f} |")
     return "\n".join(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     d = Shape()
-    p = argparse.ArgumentParser(prog="python -m loadtests.bench.qos", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m loadtests.bench.qos", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=d.duration_s, help="seconds per mode")
-    p.add_argument("--on", type=float, default=d.on_s, help="burst length, s")
-    p.add_argument("--off", type=float, default=d.off_s, help="pause between bursts, s")
-    p.add_argument("--burst-writers", type=int, default=d.burst_writers)
+    p.add_argument("--period", type=float, default=d.period_s,
+                   help="seconds between checkpoints")
+    p.add_argument("--burst-writers", type=int, default=d.burst_writers,
+                   help="writers per checkpoint")
+    p.add_argument("--burst-objects", type=int, default=d.burst_objects,
+                   help="objects per writer and checkpoint")
     p.add_argument("--steady-rate", type=float, default=d.steady_rate, help="PUTs/s")
     p.add_argument("--object-size", type=int, default=d.object_size, help="bytes")
     p.add_argument("--g0", type=float, default=d.g0_bytes_per_s, help="G0 bytes/s")
     p.add_argument("--max-gear", type=int, default=d.max_gear)
+    p.add_argument("--credit-s", type=float, default=d.credit_s,
+                   help="credit scheme: balance cap in seconds of G0")
     p.add_argument("--backend-bandwidth", type=float, default=d.backend_bytes_per_s,
                    help="bytes/s")
     p.add_argument("--interval", type=float, default=d.interval_s, help="tuning period, s")
     p.add_argument("--out", type=Path, help="directory for qos-gears.csv/.png")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     a = p.parse_args(argv)
-    shape = Shape(duration_s=a.duration, on_s=a.on, off_s=a.off,
-                  burst_writers=a.burst_writers, steady_rate=a.steady_rate,
+    shape = Shape(duration_s=a.duration, period_s=a.period, burst_writers=a.burst_writers,
+                  burst_objects=a.burst_objects, steady_rate=a.steady_rate,
                   object_size=a.object_size, g0_bytes_per_s=a.g0, max_gear=a.max_gear,
-                  backend_bytes_per_s=a.backend_bandwidth, interval_s=a.interval)
+                  credit_s=a.credit_s, backend_bytes_per_s=a.backend_bandwidth,
+                  interval_s=a.interval)
     with tempfile.TemporaryDirectory(prefix="squall-qos-bench-") as tmp:
         try:
             results = run(shape, Path(tmp), a.out)
@@ -245,8 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"qos benchmark: {exc}", file=sys.stderr)
             return 1
     if a.json:
-        print(json.dumps([asdict(r) | {"p50_s": r.percentile(0.5), "p99_s": r.percentile(0.99)}
-                          for r in results], indent=2))
+        print(json.dumps([asdict(r) | {
+            "p50_s": r.percentile(0.5), "p99_s": r.percentile(0.99),
+            "checkpoint_p50_s": r.checkpoint_percentile(0.5),
+            "checkpoint_p99_s": r.checkpoint_percentile(0.99)} for r in results], indent=2))
     else:
         print(table(results, shape))
     return 0

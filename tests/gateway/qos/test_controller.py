@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from backends.errors import SlowDown
 from gateway.qos.controller import QosController
 from gateway.qos.gears import Tuning
 from gateway.qos.model import QosClass, QosSettings
@@ -121,3 +122,80 @@ def test_bad_classes_are_refused() -> None:
                 {"g0_bandwidth": "1MB/s", "colour": "red"}):
         with pytest.raises(ValidationError):
             QosClass.model_validate(bad)
+
+
+def seed_controller(clock: Clock, **settings: object) -> QosController:
+    """A class with every default (the seed's rules), G0 = 1 MB/s."""
+    config = QosSettings.model_validate({**settings, "buckets": {"b": {"g0_bandwidth": MB}}})
+    return QosController(config, clock=clock)
+
+
+def test_a_backlog_taken_earlier_still_reads_as_demand() -> None:
+    clock = Clock()
+    c = seed_controller(clock)
+    c.tick(clock.now)
+    c.gates["b"].reserve(5 * MB, bounded=False)  # 5 s of G0 queued at once
+    clock.now += 1.0
+    assert c.tick(clock.now)["b"] is Tuning.PROMOTE
+    # Nothing new arrives, but 1.9 MB still wait: the gate is busy, the class promotes
+    # (taken tokens alone would read 0 B/s and demote it).
+    clock.now += 1.0
+    assert c.tick(clock.now)["b"] is Tuning.PROMOTE
+    described = c.status()["buckets"]["b"]
+    assert described["bandwidth_used"] == pytest.approx(2 * MB)  # gear 1's cap, admitted
+    assert described["bandwidth_demand"] == pytest.approx(3.9 * MB)
+
+
+def test_refused_requests_count_as_demand() -> None:
+    clock = Clock()
+    c = seed_controller(clock, max_wait=0.5)
+    c.tick(clock.now)
+    gate = c.gates["b"]
+    gate.reserve(MB // 2)  # waits 0.4 s
+    with pytest.raises(SlowDown):
+        gate.reserve(MB // 2)  # would wait 0.9 s
+    clock.now += 1.0
+    assert c.tick(clock.now)["b"] is Tuning.PROMOTE  # 0.5 admitted + 0.5 refused
+    assert c.status()["buckets"]["b"]["bandwidth_used"] == pytest.approx(MB / 2)
+
+
+def test_seed_demotion_one_gear_per_interval_once_idle() -> None:
+    clock = Clock()
+    c = seed_controller(clock)
+    c.tick(clock.now)
+    trace = [run_second(c, clock, mb) for mb in (1.0, 2.0, 4.0, 0, 0, 0, 0)]
+    assert trace == [Tuning.PROMOTE] * 3 + [Tuning.DEMOTE] * 3 + [Tuning.HOLD]
+    assert c.gates["b"].bandwidth.rate == MB
+    # billed: 1 + 2 + 4 at the climb, then 8, 4, 2 while stepping down, then 1
+    assert c.states["b"].gear_seconds == 1 + 2 + 4 + 8 + 4 + 2 + 1
+
+
+def test_demand_between_the_caps_holds_the_gear() -> None:
+    clock = Clock()
+    c = seed_controller(clock)
+    c.tick(clock.now)
+    assert run_second(c, clock, 1.0) is Tuning.PROMOTE  # gear 1: 2 MB/s
+    # 1.5 MB/s: above gear 0's cap, below 95% of gear 1's: neither up nor down.
+    assert [run_second(c, clock, 1.5) for _ in range(3)] == [Tuning.HOLD] * 3
+
+
+def test_credit_class_bursts_at_the_peak_and_bills_the_baseline() -> None:
+    clock = Clock()
+    config = QosSettings.model_validate({"burst": 0.1, "buckets": {
+        "b": {"g0_bandwidth": MB, "max_gear": 2, "credit_s": 3}}})
+    c = QosController(config, clock=clock)
+    c.tick(clock.now)
+    gate = c.gates["b"]
+    assert gate.bandwidth.rate == 4 * MB  # the top gear's cap is the peak
+    assert gate.reserve(3 * MB, bounded=False) == pytest.approx(2.6 / 4)  # credits pay
+    clock.now += 1.0
+    assert c.tick(clock.now)["b"] is Tuning.HOLD  # no gears
+    # The 3 s of credit are spent; 1 s refilled 1 MB: the next 2 MB run at the baseline.
+    assert gate.reserve(2 * MB, bounded=False) == pytest.approx(1.0)
+    described = c.status()["buckets"]["b"]
+    assert described["gear"] == 0 and described["peak_bandwidth_cap"] == 4 * MB
+    assert described["credit_s"] == pytest.approx(-1.0)  # 1 s of baseline owed
+    assert c.states["b"].gear_seconds == 1.0  # billed at G0
+    # Switching the class back to gears drops the credit buckets.
+    asyncio.run(c.set("b", QosClass(g0_bandwidth=MB, max_gear=2)))
+    assert c.gates["b"].credit_bandwidth is None and c.gates["b"].bandwidth.rate == MB

@@ -94,3 +94,20 @@ def test_respec_keeps_the_bill_and_clamps_the_gear() -> None:
     billed = s.gear_seconds
     s.respec(QosClass(g0_bandwidth=10 * MB, max_gear=1))
     assert s.gear == 1 and s.gear_seconds == billed
+
+
+def test_default_demotion_is_the_seed_rule() -> None:
+    s = state()
+    assert s.spec.demote_after == 1
+    s.tick(1.0, 10 * MB, 0, 0.0)
+    s.tick(1.0, 20 * MB, 0, 0.0)
+    assert [s.tick(1.0, 0, 0, 0.0) for _ in range(3)] == [
+        Tuning.DEMOTE, Tuning.DEMOTE, Tuning.HOLD]
+
+
+def test_credit_class_has_no_gears_and_bills_g0() -> None:
+    s = state(credit_s=30, max_gear=3)
+    assert s.tick(1.0, 100 * MB, 0, 0.0) is Tuning.HOLD
+    assert s.gear == 0 and s.gear_seconds == 1.0
+    assert s.gate_caps() == (80 * MB, None)  # the peak: the top gear's cap
+    assert s.credit() == (10 * MB, None, 30)
