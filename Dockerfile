@@ -6,16 +6,22 @@
 # index and generated credentials under /var/lib/squall (mount a volume there).
 
 FROM python:3.11-slim AS build
+# 1: add fuse3 (libfuse3 and fusermount3) and the mount extra for `squall mount`;
+# `squall serve` needs neither.
+ARG WITH_FUSE=0
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY requirements requirements
 COPY gateway gateway
 COPY backends backends
 COPY loadtests loadtests
-# Wheels of Squall and of every dependency, so that the final stage needs no build tools.
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# Wheels of Squall and of its locked dependencies (requirements/runtime.lock, or mount.lock
+# with WITH_FUSE=1), so that the final stage needs no build tools and installs exactly those.
+RUN lock=requirements/runtime.lock; [ "$WITH_FUSE" = 1 ] && lock=requirements/mount.lock; \
+    pip wheel --no-cache-dir --wheel-dir /wheels -r "$lock" \
+    && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# 1: add fuse3 (libfuse3 and fusermount3) for `squall mount`; `squall serve` needs neither.
 ARG WITH_FUSE=0
 # Debian's fuse3 of the base image's release (its versions are not pinned: they change
 # with the base image's security updates).
@@ -28,7 +34,8 @@ RUN if [ "$WITH_FUSE" = 1 ]; then \
 # Squall and its dependencies exactly as built (and resolved) in the first stage.
 # hadolint ignore=DL3013
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels squall \
+    pkg=squall; [ "$WITH_FUSE" = 1 ] && pkg="squall[mount]"; \
+    pip install --no-cache-dir --no-index --find-links /wheels "$pkg" \
     && groupadd --system --gid 10001 squall \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/squall \
        --create-home --shell /usr/sbin/nologin squall

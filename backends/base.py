@@ -24,6 +24,8 @@ from typing import Protocol, Self, runtime_checkable
 from backends.errors import InvalidRange
 from backends.regions import FileRegion, take_regions
 
+#: A body: any async iterator of bytes; one that knows its checksum, declared length or
+#: MD5 is a :class:`DescribedBody`.
 Body = AsyncIterator[bytes]
 
 DEFAULT_CONTENT_TYPE = "binary/octet-stream"
@@ -165,14 +167,67 @@ class ObjectStream:
         await self.aclose()
 
 
+class DescribedBody(AsyncIterator[bytes]):
+    """A body that says what it knows about its bytes: the body type of the contract.
+
+    Any ``AsyncIterator[bytes]`` is a body (:data:`Body`). A body that knows more derives
+    from this class and overrides the fields it knows with a property, a slot (declared
+    in ``__slots__``) or a class attribute; here they are read-only and all None:
+
+    * ``checksum``: ``(ALGORITHM, base64)`` of the additional checksum the body verified,
+      known once it is exhausted (the S3 layer's request bodies; see :func:`final_meta`);
+    * ``declared_length``: the byte count the request declared, a sizing hint that the
+      body's end still checks;
+    * ``verified_md5``: the MD5 of the bytes, computed by this process as it wrote them
+      into the files the body's regions come from (a flush of the cache tier), which a
+      backend copying those regions file to file may take instead of hashing them again.
+
+    Wrappers read these through :func:`body_checksum`, :func:`body_declared_length` and
+    :func:`body_verified_md5`, which answer None for a plain iterator.
+    """
+
+    __slots__ = ()
+
+    @property
+    def checksum(self) -> tuple[str, str] | None:
+        return None
+
+    @property
+    def declared_length(self) -> int | None:
+        return None
+
+    @property
+    def verified_md5(self) -> bytes | None:
+        return None
+
+    def __aiter__(self) -> Self:
+        return self
+
+
+def body_checksum(body: object) -> tuple[str, str] | None:
+    """The checksum ``body`` verified (see :class:`DescribedBody`), or None."""
+    return body.checksum if isinstance(body, DescribedBody) else None
+
+
+def body_declared_length(body: object) -> int | None:
+    """The length ``body``'s request declared (see :class:`DescribedBody`), or None."""
+    return body.declared_length if isinstance(body, DescribedBody) else None
+
+
+def body_verified_md5(body: object) -> bytes | None:
+    """The MD5 this process computed of ``body``'s bytes (see :class:`DescribedBody`)."""
+    return body.verified_md5 if isinstance(body, DescribedBody) else None
+
+
 def final_meta(meta: ObjectMeta, body: object) -> ObjectMeta:
     """``meta`` completed with the checksum a verifying body learnt while it was read.
 
     The S3 layer hands backends bodies that verify a checksum sent in a header or in an
-    aws-chunked trailer; such a body exposes ``checksum`` -> ``(algorithm, base64)``
-    once exhausted. Backends call this after consuming the body, before committing.
+    aws-chunked trailer; such a body's ``checksum`` (:class:`DescribedBody`) is
+    ``(algorithm, base64)`` once exhausted. Backends call this after consuming the body,
+    before committing.
     """
-    checksum = getattr(body, "checksum", None)
+    checksum = body_checksum(body)
     if checksum is None or meta.checksum == checksum:
         return meta
     return replace(meta, checksum=checksum)

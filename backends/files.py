@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -70,18 +71,14 @@ def read_small(path: Path, limit: int = 1 << 20) -> bytes:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def remove_tree(path: Path) -> None:
     """Remove a directory tree of our own hidden area; a missing one is fine."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(path)
-    except FileNotFoundError:
-        pass
 
 
 def copy_data(src_fd: int, dst_fd: int, count: int, *, dst_offset: int,

@@ -1,4 +1,4 @@
-"""Strict parsing of the numbers on the wire: headers, query parameters, XML documents.
+"""Strict parsing of the numbers on the wire (S3 and peer protocols): headers, query
 
 A number is ASCII digits only, with a bounded count of them. ``str.isdigit`` and ``int``
 both accept "²" and the Arabic-Indic or full-width digits, and ``int`` parses thousands of

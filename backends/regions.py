@@ -37,11 +37,3 @@ async def take_regions(body: object) -> list[FileRegion] | None:
     regions: list[FileRegion] | None = await take()
     return regions
 
-
-def verified_md5(body: object) -> bytes | None:
-    """The MD5 of ``body``'s bytes when this process computed it as it wrote them into
-    the files its regions come from (a flush of the cache tier): a backend that copies
-    the regions file to file may take it instead of reading the bytes to hash them.
-    None for any other body."""
-    md5: bytes | None = getattr(body, "verified_md5", None)
-    return md5

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from backends.base import DescribedBody, body_checksum, body_declared_length
 from backends.regions import FileRegion, take_regions
 
 
-class ClosingBody:
+class ClosingBody(DescribedBody):
     """An ``AsyncIterator[bytes]`` over ``source`` that runs ``on_close`` exactly once.
 
     Unlike an async generator, closing it before the first ``__anext__`` still closes
     ``source`` and runs ``on_close``; both run shielded from cancellation. ``on_close``
     gets ``True`` when the source was read to its end. ``verified_md5``: the MD5 of the
-    bytes, computed by this process as it wrote them (backends.regions.verified_md5).
+    bytes, computed by this process as it wrote them (see :class:`DescribedBody`).
     """
 
     __slots__ = ("_checksum", "_closed", "_exhausted", "_on_close", "_source", "checksum",
@@ -25,16 +26,13 @@ class ClosingBody:
                  checksum: tuple[str, str] | None = None,
                  verified_md5: bytes | None = None) -> None:
         self._source = source
-        self.verified_md5 = verified_md5
+        self.verified_md5: bytes | None = verified_md5
         self._on_close = on_close
         self._closed = False
         self._exhausted = False
         # Like the S3 layer's verifying bodies: ``checksum`` is known once exhausted.
         self._checksum = checksum
         self.checksum: tuple[str, str] | None = None
-
-    def __aiter__(self) -> ClosingBody:
-        return self
 
     async def __anext__(self) -> bytes:
         if self._closed:
@@ -77,7 +75,7 @@ class ClosingBody:
                 await self._on_close(self._exhausted)
 
 
-class CountingBody:
+class CountingBody(DescribedBody):
     """Forwards the chunks of ``source``, calling ``count(n)`` for each.
 
     ``checksum`` and ``declared_length`` are read from ``origin``, the request body the
@@ -93,9 +91,6 @@ class CountingBody:
         self._count = count
         self._origin = origin if origin is not None else source
 
-    def __aiter__(self) -> CountingBody:
-        return self
-
     async def __anext__(self) -> bytes:
         chunk = await self._source.__anext__()
         self._count(len(chunk))
@@ -109,11 +104,11 @@ class CountingBody:
 
     @property
     def checksum(self) -> tuple[str, str] | None:
-        return getattr(self._origin, "checksum", None)
+        return body_checksum(self._origin)
 
     @property
     def declared_length(self) -> int | None:
-        return getattr(self._origin, "declared_length", None)
+        return body_declared_length(self._origin)
 
     async def aclose(self) -> None:
         aclose = getattr(self._source, "aclose", None)

@@ -9,6 +9,9 @@ which tests and the writeback controller use.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backends.base import (
     Backend,
@@ -25,11 +28,35 @@ from backends.base import (
     UploadInfo,
 )
 from backends.errors import NotImplementedByBackend
+from backends.streams import ClosingBody
 from backends.throttle import TokenBucket
-from gateway.cache.settings import ThrottleSettings
-from gateway.cache.streams import ClosingBody
+from backends.units import parse_rate
 
 _LIST_PAGE = 1000  # a listing costs one operation per this many entries, as S3 pages
+
+
+class ThrottleSettings(BaseModel):
+    """Limits on what is sent to or read from a backend; ``None`` means unlimited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bandwidth_bytes_per_s: float | None = None
+    iops: float | None = None
+    #: Bucket depth in seconds of the rate (how large a burst passes unthrottled).
+    burst_s: float = Field(default=0.1, gt=0)
+
+    @field_validator("bandwidth_bytes_per_s", "iops", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float | None:
+        return None if value is None else parse_rate(value)
+
+    @property
+    def enabled(self) -> bool:
+        return self.bandwidth_bytes_per_s is not None or self.iops is not None
+
+
+def _missing(capability: type) -> NotImplementedByBackend:
+    return NotImplementedByBackend(f"the backend does not implement {capability.__name__}")
 
 
 class ThrottledBackend:
@@ -70,9 +97,19 @@ class ThrottledBackend:
             self.bytes_received += len(chunk)
             yield chunk
 
-    def _capable(self, proto: type) -> Backend:
-        if not isinstance(self._inner, proto):
-            raise NotImplementedByBackend(f"the backend does not implement {proto.__name__}")
+    def _multipart(self) -> MultipartBackend:
+        if not isinstance(self._inner, MultipartBackend):
+            raise _missing(MultipartBackend)
+        return self._inner
+
+    def _copying(self) -> CopyingBackend:
+        if not isinstance(self._inner, CopyingBackend):
+            raise _missing(CopyingBackend)
+        return self._inner
+
+    def _part_copying(self) -> PartCopyingBackend:
+        if not isinstance(self._inner, PartCopyingBackend):
+            raise _missing(PartCopyingBackend)
         return self._inner
 
     # -- buckets -------------------------------------------------------------------
@@ -142,46 +179,46 @@ class ThrottledBackend:
     # -- multipart -----------------------------------------------------------------
     async def create_multipart_upload(self, bucket: str, key: str, *,
                                       meta: ObjectMeta) -> UploadInfo:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
-        return await inner.create_multipart_upload(bucket, key, meta=meta)  # type: ignore[attr-defined]
+        return await inner.create_multipart_upload(bucket, key, meta=meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                           body: AsyncIterator[bytes], *,
                           content_md5: bytes | None = None) -> PartInfo:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
         sent = ClosingBody(self._send(body))
         try:
-            return await inner.upload_part(  # type: ignore[attr-defined]
+            return await inner.upload_part(
                 bucket, key, upload_id, part_number, sent, content_md5=content_md5)
         finally:
             await sent.aclose()
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
-        return await inner.list_parts(bucket, key, upload_id)  # type: ignore[attr-defined]
+        return await inner.list_parts(bucket, key, upload_id)
 
     async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
                                         parts: Sequence[CompletedPart], *,
                                         if_match: str | None = None,
                                         if_none_match: str | None = None) -> ObjectInfo:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
-        return await inner.complete_multipart_upload(  # type: ignore[attr-defined]
+        return await inner.complete_multipart_upload(
             bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
-        await inner.abort_multipart_upload(bucket, key, upload_id)  # type: ignore[attr-defined]
+        await inner.abort_multipart_upload(bucket, key, upload_id)
 
     async def iter_multipart_uploads(self, bucket: str, *,
                                      prefix: str = "") -> AsyncIterator[UploadInfo]:
-        inner = self._capable(MultipartBackend)
+        inner = self._multipart()
         await self._op()
-        async for upload in inner.iter_multipart_uploads(  # type: ignore[attr-defined]
+        async for upload in inner.iter_multipart_uploads(
                 bucket, prefix=prefix):
             yield upload
 
@@ -189,17 +226,17 @@ class ThrottledBackend:
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                           dst_key: str, *, meta: ObjectMeta,
                           src_etag: str | None = None) -> ObjectInfo:
-        inner = self._capable(CopyingBackend)
+        inner = self._copying()
         await self._op()
-        return await inner.copy_object(  # type: ignore[attr-defined]
+        return await inner.copy_object(
             src_bucket, src_key, dst_bucket, dst_key, meta=meta, src_etag=src_etag)
 
     async def upload_part_copy(self, src_bucket: str, src_key: str, bucket: str, key: str,
                                upload_id: str, part_number: int, *,
                                byte_range: RangeRequest | None = None,
                                src_etag: str | None = None) -> PartInfo:
-        inner = self._capable(PartCopyingBackend)
+        inner = self._part_copying()
         await self._op()
-        return await inner.upload_part_copy(  # type: ignore[attr-defined]
+        return await inner.upload_part_copy(
             src_bucket, src_key, bucket, key, upload_id, part_number, byte_range=byte_range,
             src_etag=src_etag)

@@ -1,4 +1,6 @@
-"""Parse human-written sizes ("1GiB", "512k") and rates ("20MiB/s") into numbers.
+"""Sizes ("1GiB", "512k"), rates ("20MiB/s") and durations ("500ms", "2m") as people write
+them, parsed into numbers (and sizes spelt back exactly): the one set of unit functions of
+the server, the clients and the load tests.
 
 Every bad input raises ValueError (also for wrong types), which pydantic validators turn
 into readable settings errors.
@@ -70,3 +72,23 @@ def parse_rate(text: str | float) -> float:
     if not value > 0 or value == float("inf"):
         raise ValueError(f"invalid rate {text!r}: must be a positive, finite number")
     return value
+
+
+def format_size(n: int) -> str:
+    """The shortest exact binary spelling of ``n`` bytes: 4096 -> "4KiB", 1000 -> "1000B"."""
+    for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor}{suffix}"
+    return f"{n}B"
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SECONDS = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in "500ms", "2s", "1.5m", "1h" or a plain number of seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (examples: 500ms, 2s, 1m)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]

@@ -22,7 +22,13 @@ from dataclasses import dataclass, replace
 
 from awscrt import checksums as _crt
 
-from backends.base import CHECKSUM_ALGORITHMS, CompletedPart, ObjectMeta, PartInfo
+from backends.base import (
+    CHECKSUM_ALGORITHMS,
+    CompletedPart,
+    ObjectMeta,
+    PartInfo,
+    body_checksum,
+)
 from backends.checksums import new_hasher
 from backends.errors import BadDigest, InvalidPart, InvalidPartOrder, InvalidRequestForObject
 
@@ -102,7 +108,7 @@ def part_checksum(upload_meta: ObjectMeta, body: object) -> tuple[str, str] | No
     """The checksum a part's body verified, once read (see :func:`backends.base.final_meta`),
     checked against the upload's algorithm: a part without it, or with another algorithm,
     is S3's InvalidRequest "Checksum Type mismatch occurred"."""
-    checksum: tuple[str, str] | None = getattr(body, "checksum", None)
+    checksum = body_checksum(body)
     spec = upload_checksum(upload_meta)
     if spec is not None and (checksum is None or checksum[0] != spec.algorithm):
         raise _mismatch(spec.algorithm, checksum[0] if checksum else None)

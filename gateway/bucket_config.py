@@ -16,7 +16,7 @@ from typing import Any
 
 from backends.base import Backend, ObjectMeta
 from backends.errors import BackendError, NoSuchKey
-from gateway.versioning.records import CONFIG_PREFIX
+from backends.internal_keys import CONFIG_PREFIX
 
 MAGIC = "squall.bucket-config"
 FORMAT = 1

@@ -2,8 +2,8 @@
 
 Used where the gateway itself produces a part's bytes (UploadPartCopy streamed through it)
 and the upload needs that part's checksum: once exhausted, ``checksum`` is
-``(ALGORITHM, base64)``, the attribute backends read from request bodies
-(:func:`backends.base.final_meta`).
+``(ALGORITHM, base64)``, the field of the body contract backends read
+(:class:`backends.base.DescribedBody`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator
 
+from backends.base import DescribedBody
 from backends.blocking import run_blocking
 from backends.checksums import new_hasher
 
@@ -18,7 +19,7 @@ from backends.checksums import new_hasher
 _OFFLOAD_BYTES = 64 * 1024
 
 
-class ChecksummingBody:
+class ChecksummingBody(DescribedBody):
     """``AsyncIterator[bytes]`` over ``source`` that learns its ``algorithm`` checksum."""
 
     __slots__ = ("_algorithm", "_hasher", "_source", "checksum")
@@ -28,9 +29,6 @@ class ChecksummingBody:
         self._algorithm = algorithm
         self._hasher = new_hasher(algorithm)
         self.checksum: tuple[str, str] | None = None
-
-    def __aiter__(self) -> ChecksummingBody:
-        return self
 
     async def __anext__(self) -> bytes:
         try:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 
 from pydantic import ValidationError
 
-from gateway import store_cli, sync_cli
-from gateway.cost import cli as cost_cli
-from gateway.dashboard import top as top_cli
-from gateway.fuse_mount import cli as fuse_cli
-from gateway.qos import cli as qos_cli
+from gateway.extras import install_hint, missing_extra
+
+# The modules of the subcommands besides ``serve``, with the subcommands each adds. Each
+# has ``register(subparsers)`` (adding its subcommands) and ``run(args) -> int`` (running
+# any of them); a new subcommand module is one more entry here. A module whose optional
+# extra is not installed still gets its subcommands, which then say what to install.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "gateway.sync_cli": ("sync",),
+    "gateway.fuse_mount.cli": ("mount",),
+    "gateway.cost.cli": ("cost", "calibrate", "predict", "advise"),
+    "gateway.store_cli": ("fsck", "providers"),
+    "gateway.qos.cli": ("qos",),
+    "gateway.dashboard.top": ("top",),
+}
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -116,24 +125,53 @@ def _worker_count(text: str) -> int:
     return int(text)
 
 
-def _command_modules() -> list[ModuleType]:
-    """The modules of the subcommands besides ``serve``. Each has ``register(subparsers)``
-    (adding its subcommands) and ``run(args) -> int`` (running any of them); a new
-    subcommand module is one more entry here."""
-    return [sync_cli, fuse_cli, cost_cli, store_cli, qos_cli, top_cli]
+Runner = Callable[[argparse.Namespace], int]
+
+
+def _register(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+              module_name: str, commands: tuple[str, ...]) -> dict[str, Runner]:
+    """Add one module's subcommands; the runner of each by name."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        for name in commands:
+            # Takes any arguments (no option prefix), so that the message is what it prints.
+            p = sub.add_parser(name, help=f"(needs the {extra} extra)", add_help=False,
+                               prefix_chars="\0")
+            p.add_argument("rest", nargs="*")
+        return {name: _unavailable(extra) for name in commands}
+    before = set(sub.choices)
+    module.register(sub)
+    return {name: module.run for name in set(sub.choices) - before}
+
+
+def _unavailable(extra: str) -> Runner:
+    def run(args: argparse.Namespace) -> int:
+        print(install_hint(args.command, extra), file=sys.stderr)
+        return 2
+
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="squall", description="Squall S3 burst buffer")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
-    runners: dict[str, Callable[[argparse.Namespace], int]] = {"serve": _serve}
-    for module in _command_modules():
-        before = set(sub.choices)
-        module.register(sub)
-        runners.update({name: module.run for name in set(sub.choices) - before})
+    runners: dict[str, Runner] = {"serve": _serve}
+    for module_name, commands in COMMAND_MODULES.items():
+        runners.update(_register(sub, module_name, commands))
     args = parser.parse_args(argv)
-    return runners[args.command](args)
+    try:
+        return runners[args.command](args)
+    except ImportError as exc:  # an extra's module imported by the command as it runs
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(install_hint(args.command, extra), file=sys.stderr)
+        return 2
 
 
 def _serve(args: argparse.Namespace) -> int:

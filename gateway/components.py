@@ -11,17 +11,12 @@ from typing import Any
 
 from backends.base import Backend, ElasticBackend, ProbedBackend
 from backends.registry import BackendOptions, create_backend
+from backends.throttled import ThrottledBackend, ThrottleSettings
+from backends.units import parse_rate, parse_size
 from gateway.backend_watch import BackendWatch
 from gateway.cache.provisioner import LocalProvisioner
-from gateway.cache.settings import (
-    CacheSettings,
-    CacheVolumeSettings,
-    ElasticSettings,
-    ThrottleSettings,
-)
-from gateway.cache.throttle import ThrottledBackend
+from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
 from gateway.cache.tier import CacheTier
-from gateway.cache.units import parse_rate, parse_size
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.settings import cluster_settings
 from gateway.cost.meter import CostMeter, sample_from_status

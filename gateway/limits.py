@@ -118,7 +118,8 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
                 self._refuse(HEADERS_TOO_LARGE)
             elif self._timer is None:
                 self._arm_header_timer()
-        elif (phase is _Phase.BODY and self._timer is None
+        elif (phase is _Phase.BODY  # type: ignore[comparison-overlap]  # _feed moves it on
+              and self._timer is None
               and self.limits.body_idle_timeout_s is not None):
             self._last_data = self.loop.time()
             self._timer = self.loop.call_later(self.limits.body_idle_timeout_s,
@@ -154,7 +155,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         if limits.max_requests is not None and len(self.tasks) >= limits.max_requests:
             if limits.on_slowdown is not None:
                 limits.on_slowdown()
-            app, self.app = self.app, _slow_down  # type: ignore[assignment]
+            app, self.app = self.app, _slow_down
             try:
                 super().on_headers_complete()
             finally:

@@ -29,7 +29,7 @@ GC_THRESHOLD = 20_000
 def configure_logging(settings: Settings) -> None:
     # The format uses none of the caller, thread or process fields: not computing them
     # per record (the logging HOWTO's "Optimization") saves ~20 % of an access-log line.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

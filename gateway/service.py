@@ -39,6 +39,7 @@ from backends.errors import (
     NotImplementedByBackend,
     StorageError,
 )
+from backends.keys import INTERNAL_PREFIX as INTERNAL
 from backends.keys import check_key as backends_check_key
 from backends.multipart import PART_LAYOUT, check_completion
 from backends.upload_checksums import (
@@ -62,7 +63,6 @@ from gateway.versioning import VersionedObjects, VersioningStatus
 from gateway.versioning.listing import VersionPage, version_page
 from gateway.versioning.objects import DeleteOutcome
 from gateway.versioning.records import (
-    INTERNAL,
     Version,
     current_version,
     is_internal,

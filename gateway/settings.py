@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from backends.units import parse_rate, parse_size
 from gateway.cache.settings import CacheVolumeSettings
-from gateway.cache.units import parse_rate, parse_size
 from gateway.cluster.settings import check_peers, split_peers
 from gateway.qos.model import QosSettings
 

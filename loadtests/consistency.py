@@ -25,8 +25,8 @@ from typing import Any
 
 from locust import constant, events, task
 
+from backends.units import parse_size
 from loadtests.s3user import S3User, add_s3_arguments, option, timed
-from loadtests.units import parse_size
 
 
 @events.init_command_line_parser.add_listener

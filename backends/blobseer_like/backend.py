@@ -26,7 +26,7 @@ from backends.blobseer_like.metrics import StoreMetrics
 from backends.blobseer_like.objects import Objects
 from backends.blobseer_like.provider import ProviderError
 from backends.blobseer_like.ranged import RangedWrites
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blobseer_like.uploads import Uploads
 from backends.blocking import run_blocking
 from backends.errors import BackendError
@@ -47,7 +47,7 @@ class BlobseerBackend:
                  min_part_size: int = MIN_PART_SIZE) -> None:
         if durability not in ("fsync", "none"):
             raise ValueError(f"durability must be 'fsync' or 'none', not {durability!r}")
-        self._store = Store(config, index_root=index_root, durable=durability == "fsync",
+        self._store = BlobStore(config, index_root=index_root, durable=durability == "fsync",
                             min_part_size=min_part_size)
         self._buckets = Buckets(self._store)
         self._objects = Objects(self._store)
@@ -60,7 +60,7 @@ class BlobseerBackend:
         self._ready_lock = asyncio.Lock()
 
     @property
-    def store(self) -> Store:
+    def store(self) -> BlobStore:
         """The store's internals (maintenance tools and tests)."""
         return self._store
 

@@ -8,7 +8,7 @@ import time
 from backends.base import BucketInfo
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.index import Batch
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blocking import run_blocking
 from backends.errors import BucketAlreadyOwnedByYou, BucketNotEmpty, NoSuchBucket
 from backends.keys import check_bucket
@@ -17,7 +17,7 @@ from backends.keys import check_bucket
 class Buckets:
     """Bucket operations of one store; creation and deletion hold the bucket's gate."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: BlobStore) -> None:
         self._store = store
 
     async def all(self) -> list[BucketInfo]:

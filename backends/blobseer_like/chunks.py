@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import contextlib
 import hashlib
 import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -183,10 +184,8 @@ class ChunkWriter:
 
 def _delete_chunks(chunks: list[tuple[Provider, str]]) -> None:
     for provider, chunk_id in chunks:
-        try:
+        with contextlib.suppress(OSError):  # left to the garbage collector
             provider.delete_chunk(chunk_id)
-        except OSError:
-            pass  # left to the garbage collector
 
 
 class ChunkStream:

@@ -14,7 +14,7 @@ from backends.blobseer_like.config import parse_config
 from backends.blobseer_like.gc import GcReport
 from backends.blobseer_like.index import RecordEntry
 from backends.blobseer_like.rebuild import RebuildReport, rebuild_index
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blocking import run_blocking
 
 
@@ -53,7 +53,7 @@ class FsckReport:
         return out
 
 
-def _check_chunks(store: Store, owner: str, chunks: tuple[fmt.ChunkRef, ...],
+def _check_chunks(store: BlobStore, owner: str, chunks: tuple[fmt.ChunkRef, ...],
                   verify: bool, report: FsckReport) -> None:
     for ref in chunks:
         report.chunks += 1
@@ -73,7 +73,7 @@ def _check_chunks(store: Store, owner: str, chunks: tuple[fmt.ChunkRef, ...],
             report.corrupted.append(f"{where} ({problem})")
 
 
-def check(store: Store, *, verify_data: bool) -> FsckReport:
+def check(store: BlobStore, *, verify_data: bool) -> FsckReport:
     """Blocking: every chunk every version and part refers to exists with the right size
     (and checksum, with ``verify_data``); the record deciding each key has all its
     replicas (superseded ones are garbage, possibly half removed)."""

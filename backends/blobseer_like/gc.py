@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from backends.blobseer_like.index import Batch, RecordEntry
 from backends.blobseer_like.provider import Provider
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blocking import run_blocking
 
 log = logging.getLogger("squall.blobseer")
@@ -56,7 +56,7 @@ class _Scan:
 class Collector:
     """Runs passes on demand and, every ``interval`` seconds, when garbage may exist."""
 
-    def __init__(self, store: Store, interval: float) -> None:
+    def __init__(self, store: BlobStore, interval: float) -> None:
         self._store = store
         self._interval = interval
         self._lock = asyncio.Lock()

@@ -8,13 +8,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector as PromCollector
 
 from backends.blobseer_like.gc import Collector
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 
 
 class StoreMetrics(PromCollector):
     """``squall_blobseer_*``: providers, per-provider bytes, bursts, commits, collection."""
 
-    def __init__(self, store: Store, gc: Collector) -> None:
+    def __init__(self, store: BlobStore, gc: Collector) -> None:
         self._store = store
         self._gc = gc
 

@@ -9,7 +9,7 @@ from backends.base import Body, ObjectInfo, ObjectMeta, ObjectStream, RangeReque
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.chunks import ChunkStream, ChunkWriter, pieces
 from backends.blobseer_like.pins import Pin
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blocking import run_blocking
 from backends.errors import (
     BadDigest,
@@ -49,7 +49,7 @@ def chunk_ids(version: fmt.Version | None) -> list[str]:
 class Objects:
     """Object reads and writes of one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: BlobStore) -> None:
         self._store = store
 
     def current(self, bucket: str, key: str) -> fmt.Version | None:

@@ -6,7 +6,7 @@ index refers to it (or the operation gave up). The garbage collector opens an *e
 before it scans the index: names pinned at that moment or at any time until its
 decision are spared, and every decision bumps :attr:`PinSet.decisions`. An operation that
 reads references in a worker thread and pins them afterwards re-reads them if a
-decision happened in between (:meth:`Store.read_pinned`), so a reference read before a
+decision happened in between (:meth:`BlobStore.read_pinned`), so a reference read before a
 decision is never used after the collector removed its target. Everything here runs
 on the event loop (no locks needed, no I/O).
 """

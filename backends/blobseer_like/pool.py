@@ -179,7 +179,7 @@ class ProviderPool:
 
     async def add(self, path: Path, *, standby: bool = False) -> ProviderInfo:
         """Format and lock a new provider, then publish the new membership."""
-        path = path.expanduser().absolute()
+        path = path.expanduser().absolute()  # noqa: ASYNC240  no I/O (getcwd only)
         async with self._change:
             if any(p.path == path for p in self.by_id.values()):
                 raise ProviderError(f"{path} is already a provider of this store")

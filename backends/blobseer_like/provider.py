@@ -6,6 +6,7 @@ Blocking methods run in worker threads (``run_blocking``); :meth:`Provider.write
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -205,10 +206,8 @@ class Provider:
         return None
 
     def delete_chunk(self, chunk_id: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.chunk_path(chunk_id))
-        except FileNotFoundError:
-            pass
 
     def chunk_ids(self) -> Iterator[str]:
         for shard in self._shard_names(fmt.CHUNKS):
@@ -279,10 +278,8 @@ class Provider:
         """Blocking: drop temp files a crash left behind (called while locked, at open)."""
         tmp = self.path / fmt.TMP
         for name in os.listdir(tmp):
-            try:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 os.unlink(tmp / name)
-            except (FileNotFoundError, IsADirectoryError):
-                pass
 
     # -- the async, throttled data path ---------------------------------------------
 

@@ -17,7 +17,7 @@ from backends.base import Body, ObjectInfo, ObjectMeta
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.chunks import starts_of
 from backends.blobseer_like.objects import Objects, check_object_key, chunk_ids
-from backends.blobseer_like.store import Builder, Store
+from backends.blobseer_like.store import BlobStore, Builder
 from backends.errors import ConditionalRequestConflict, InvalidWriteOffset
 from backends.keys import check_bucket
 
@@ -36,7 +36,7 @@ def chunk_map_etag(chunks: tuple[fmt.ChunkRef, ...]) -> str:
 class RangedWrites:
     """``write_at`` of one store."""
 
-    def __init__(self, store: Store, objects: Objects) -> None:
+    def __init__(self, store: BlobStore, objects: Objects) -> None:
         self._store = store
         self._objects = objects
 

@@ -50,7 +50,7 @@ class BucketGate:
 
     @contextlib.asynccontextmanager
     async def shared(self, bucket: str) -> AsyncIterator[None]:
-        while bucket in self._closing:
+        while bucket in self._closing:  # noqa: ASYNC110  rare: a bucket being deleted
             await asyncio.sleep(0.005)
         self._users[bucket] += 1
         try:
@@ -62,19 +62,19 @@ class BucketGate:
 
     @contextlib.asynccontextmanager
     async def exclusive(self, bucket: str) -> AsyncIterator[None]:
-        while bucket in self._closing:
+        while bucket in self._closing:  # noqa: ASYNC110  rare: a bucket being deleted
             await asyncio.sleep(0.005)
         self._closing.add(bucket)
         try:
-            while self._users[bucket]:
+            while self._users[bucket]:  # noqa: ASYNC110  rare: a bucket being deleted
                 await asyncio.sleep(0.005)
             yield
         finally:
             self._closing.discard(bucket)
 
 
-class Store:
-    """Everything the operations of one store share."""
+class BlobStore:
+    """The core of one blobseer_like blob store: everything its operations share."""
 
     def __init__(self, config: BlobseerConfig, *, index_root: Path, durable: bool,
                  min_part_size: int) -> None:

@@ -26,7 +26,7 @@ from backends.blobseer_like.chunks import pieces
 from backends.blobseer_like.index import Batch
 from backends.blobseer_like.objects import Objects, check_object_key
 from backends.blobseer_like.provider import Provider
-from backends.blobseer_like.store import Store
+from backends.blobseer_like.store import BlobStore
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, InvalidDigest, NoSuchUpload, PreconditionFailed
 from backends.keys import check_bucket
@@ -44,7 +44,7 @@ def part_record_name(part_number: int, seq: int) -> str:
 class Uploads:
     """Multipart uploads of one store."""
 
-    def __init__(self, store: Store, objects: Objects) -> None:
+    def __init__(self, store: BlobStore, objects: Objects) -> None:
         self._store = store
         self._objects = objects
 

@@ -5,6 +5,7 @@ All functions block; the backend calls them through run_blocking.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -144,10 +145,8 @@ def delete(hidden: HiddenArea, bucket: str, *, durable: bool) -> None:
             raise
         if not _remove_empty_dirs(path):
             raise BucketNotEmpty(bucket) from exc
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(_record_path(hidden, bucket))
-    except FileNotFoundError:
-        pass
     remove_tree(hidden.meta / bucket)
     remove_tree(hidden.uploads / bucket)
     if durable:

@@ -10,6 +10,7 @@ tool and is treated like a file without metadata. Format: docs/posix-layout.md.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -150,17 +151,14 @@ class MetaStore:
         """Best effort: remember an ETag computed for a foreign file (xattr mode only)."""
         if not self.use_xattrs:
             return
-        try:
+        # Read-only file, no permission, no xattrs: compute again next time.
+        with contextlib.suppress(OSError):
             os.setxattr(fd, XATTR_NAME, _dumps(_record_json(replace(record, computed=True))))
-        except OSError:
-            pass  # read-only file, no permission, no xattrs: compute again next time
 
     def forget(self, bucket: str, key: str) -> None:
         """Drop the sidecar of a deleted key, if any."""
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.sidecar_path(bucket, key))
-        except FileNotFoundError:
-            pass
 
     def _read_sidecar(self, bucket: str, key: str) -> list[Record]:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Any
 
@@ -26,10 +27,8 @@ class FileBody:
         self._left = length
         self._chunk = chunk_size
         self._inflight: asyncio.Future[Any] | None = None
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             os.posix_fadvise(fd, start, length, os.POSIX_FADV_SEQUENTIAL)
-        except (OSError, AttributeError):
-            pass
 
     def __aiter__(self) -> FileBody:
         return self

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from backends.base import body_verified_md5
 from backends.blocking import run_blocking
 from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name, write_all
-from backends.regions import FileRegion, take_regions, verified_md5
+from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
 
@@ -58,12 +60,12 @@ class StagedFile:
     def md5(self) -> bytes:
         return self._known_md5 or self._md5.digest()
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one blocking job; a cancelled caller leaves it to finish (discard waits)."""
         if self._inflight is not None:
             await asyncio.shield(self._inflight)
-        self._inflight = asyncio.ensure_future(run_blocking(fn, *args))
-        return await asyncio.shield(self._inflight)
+        job = self._inflight = asyncio.ensure_future(run_blocking(fn, *args))
+        return await asyncio.shield(job)
 
     async def open(self) -> None:
         await self._run(self._open)
@@ -75,7 +77,7 @@ class StagedFile:
         """Write the whole body, coalescing small chunks into ``chunk_size`` writes. A
         body whose MD5 is known (a cache flush) and whose bytes lie in files is copied
         file to file by the kernel, without reading it through Python."""
-        md5 = verified_md5(body)
+        md5 = body_verified_md5(body)
         if md5 is not None and not self.size and not self._buffer:
             regions = await take_regions(body)
             if regions is not None:
@@ -174,10 +176,8 @@ class StagedFile:
             if fd >= 0:
                 os.close(fd)
         if unlink:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass
 
 
 async def commit_shielded(staged: StagedFile, work: Awaitable[T]) -> T:

@@ -10,6 +10,7 @@ UploadPartCopy fills the part's data file with copy_file_range from the source's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import json
@@ -221,10 +222,8 @@ class UploadStore:
         write_atomic(directory / record_name, _dumps(record), tmp_dir=self._hidden.tmp,
                      durable=self._durable)
         if old is not None and old[1] != data_name:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / old[1])
-            except FileNotFoundError:
-                pass
 
     def _drop(self, bucket: str, upload_id: str) -> None:
         """Make the upload disappear at once (rename), then delete its files."""

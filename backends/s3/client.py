@@ -54,13 +54,12 @@ class ClientHolder:
             if self._client is None:
                 cfg = self._config
                 session = AioSession()
-                credentials: dict[str, str] = {}
-                if cfg.access_key and cfg.secret_key:
-                    credentials = {"aws_access_key_id": cfg.access_key,
-                                   "aws_secret_access_key": cfg.secret_key}
+                # Both keys, or neither (botocore's own credential chain).
+                keyed = bool(cfg.access_key and cfg.secret_key)
                 self._client = await self._stack.enter_async_context(session.create_client(
                     "s3", endpoint_url=cfg.endpoint, config=client_config(cfg),
-                    **credentials))
+                    aws_access_key_id=cfg.access_key if keyed else None,
+                    aws_secret_access_key=cfg.secret_key if keyed else None))
         return self._client
 
     async def aclose(self) -> None:

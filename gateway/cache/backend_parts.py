@@ -19,11 +19,13 @@ from dataclasses import replace
 
 from backends.base import (
     CompletedPart,
+    DescribedBody,
     MultipartBackend,
     ObjectInfo,
     PartCopyingBackend,
     PartInfo,
     RangeRequest,
+    body_checksum,
 )
 from backends.blocking import run_cache_blocking
 from backends.errors import (
@@ -35,12 +37,12 @@ from backends.errors import (
     SlowDown,
 )
 from backends.multipart import multipart_etag
+from backends.streams import ClosingBody
 from gateway.cache.entry import BackendPart, Part, Segment, Upload
 from gateway.cache.index import Batch
 from gateway.cache.readers import read_slices, slices
 from gateway.cache.services import KeyWrites
 from gateway.cache.store import BK, CacheStore
-from gateway.cache.streams import ClosingBody
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ _PARALLEL_PARTS = 4
 _BACKEND_FAILURES = (SlowDown, ServiceUnavailable, BackendError, OSError)
 
 
-class ForwardedBody:
+class ForwardedBody(DescribedBody):
     """A client's part body on its way to the backend: counted as ingest written around
     the cache. ``checksum`` is the one the client's body verified (``origin``: the body
     the S3 layer handed over, when ``body`` re-reads part of it from a spooled file)."""
@@ -63,11 +65,7 @@ class ForwardedBody:
 
     @property
     def checksum(self) -> tuple[str, str] | None:
-        checksum: tuple[str, str] | None = getattr(self._origin, "checksum", None)
-        return checksum
-
-    def __aiter__(self) -> ForwardedBody:
-        return self
+        return body_checksum(self._origin)
 
     async def __anext__(self) -> bytes:
         chunk = await self._iter.__anext__()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 
-async def wait_event(event: asyncio.Event, timeout: float | None) -> None:
+async def wait_event(event: asyncio.Event, timeout: float | None) -> None:  # noqa: ASYNC109  helper
     """Wait for ``event`` at most ``timeout`` seconds. (``asyncio.timeout`` rather than
     ``wait_for``, which on 3.11 can swallow a cancellation that races the event.)"""
     try:
@@ -34,6 +34,7 @@ class Changes:
         event, self._event = self._event, asyncio.Event()
         event.set()
 
-    async def wait(self, timeout: float | None, event: asyncio.Event | None = None) -> None:
+    async def wait(self, timeout: float | None,  # noqa: ASYNC109  the timeout helper itself
+                   event: asyncio.Event | None = None) -> None:
         """Wait for the next change (or ``event``, taken earlier) at most ``timeout`` s."""
         await wait_event(event or self._event, timeout)

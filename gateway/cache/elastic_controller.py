@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from backends.errors import SlowDown
+from backends.throttle import TokenBucket
 from gateway.cache.elastic import (
     Action,
     BurstRecord,
@@ -39,7 +40,6 @@ from gateway.cache.policy import WritebackPolicy
 from gateway.cache.provisioner import Provisioner, ProvisionError, VolumeHandle
 from gateway.cache.settings import CacheSettings, ElasticSettings
 from gateway.cache.store import CacheStore
-from gateway.cache.throttle import TokenBucket
 from gateway.cache.volumes import Volume
 
 log = logging.getLogger(__name__)

@@ -203,7 +203,7 @@ def _dump(payload: dict[str, Any], version: int = RECORD_VERSION) -> bytes:
 
 
 def _load(raw: bytes) -> dict[str, Any]:
-    data = json.loads(raw)
+    data: dict[str, Any] = json.loads(raw)
     if data.get("v") not in _KNOWN_VERSIONS:
         raise ValueError(f"unsupported cache index record version {data.get('v')!r}")
     return data

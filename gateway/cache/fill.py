@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from backends.base import ObjectInfo, ObjectStream
 from backends.blocking import run_cache_blocking
 from backends.errors import SlowDown, StorageError
+from backends.streams import ClosingBody, CountingBody
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.inline import InlinePayload, inline_room
 from gateway.cache.services import ReadThroughHost
 from gateway.cache.space import Claim
 from gateway.cache.store import CacheStore, Fill
-from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.volumes import DataFileWriter, charge, unlink
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta
 from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
+from backends.streams import ClosingBody, CountingBody
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
@@ -27,7 +28,6 @@ from gateway.cache.policy import WritebackPolicy
 from gateway.cache.quarantine import Quarantine, QuarantinedFlush
 from gateway.cache.readers import FilesBody, read_slices, slices
 from gateway.cache.store import BK, CacheStore
-from gateway.cache.streams import ClosingBody, CountingBody
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Sequence
 from backends.base import ByteRange, ObjectStream
 from backends.blocking import run_cache_blocking
 from backends.regions import FileRegion
+from backends.streams import ClosingBody
 from gateway.cache.entry import Entry, Segment
 from gateway.cache.store import CacheStore
-from gateway.cache.streams import ClosingBody
 from gateway.cache.volumes import DataFileReader, read_range
 
 Slice = tuple[Segment, int, int]  # segment, offset in its payload, length
@@ -102,7 +102,7 @@ class FilesBody:
         self._chunks = MemoryBody([])  # from now on, read to its end
         self._readers = await run_cache_blocking(self._open_all)
         return [reader.region(offset, length)
-                for reader, (_seg, offset, length) in zip(self._readers, self._pieces)]
+                for reader, (_seg, offset, length) in zip(self._readers, self._pieces, strict=True)]
 
     def _open_all(self) -> list[DataFileReader]:
         readers: list[DataFileReader] = []

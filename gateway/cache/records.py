@@ -65,11 +65,12 @@ class Watch:
 
 class Records:
     def __init__(self) -> None:
-        self._maps: dict[str, SortedDict] = {}  # bucket -> key -> Entry
-        self._dirty: dict[str, SortedDict] = {}  # bucket -> (seq, key) -> Entry
+        self._maps: dict[str, SortedDict[str, Entry]] = {}  # bucket -> key -> Entry
+        self._dirty: dict[str, SortedDict[tuple[int, str], Entry]] = {}  # (seq, key) -> Entry
         self._dirty_bytes: Counter[str] = Counter()
         self._live_dirty: Counter[str] = Counter()  # unflushed records that are no tombstone
-        self._oldest = SortedList()  # (dirty_since, seq, bucket, key)
+        # (dirty_since, seq, bucket, key)
+        self._oldest: SortedList[tuple[float, int, str, str]] = SortedList()
         self._cursors: dict[str, weakref.WeakSet[Cursor]] = {}
         self._watches: set[Watch] = set()
         self.dirty_count = 0

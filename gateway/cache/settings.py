@@ -1,4 +1,4 @@
-"""Typed settings of the cache tier and of the backend throttle (one model per component).
+"""Typed settings of the cache tier (one model per component).
 
 The composition root reads these (pydantic-settings, ``SQUALL_*`` variables, a config
 file or CLI flags) and builds a :class:`~gateway.cache.tier.CacheTier` only when
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.cache.units import parse_rate, parse_size
+from backends.units import parse_rate, parse_size
 
 
 class CacheVolumeSettings(BaseModel):
@@ -112,23 +112,3 @@ class ElasticSettings(BaseModel):
     @classmethod
     def _rate(cls, value: Any) -> float | None:
         return None if value is None else parse_rate(value)
-
-
-class ThrottleSettings(BaseModel):
-    """Limits on what is sent to or read from a backend; ``None`` means unlimited."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    bandwidth_bytes_per_s: float | None = None
-    iops: float | None = None
-    #: Bucket depth in seconds of the rate (how large a burst passes unthrottled).
-    burst_s: float = Field(default=0.1, gt=0)
-
-    @field_validator("bandwidth_bytes_per_s", "iops", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> float | None:
-        return None if value is None else parse_rate(value)
-
-    @property
-    def enabled(self) -> bool:
-        return self.bandwidth_bytes_per_s is not None or self.iops is not None

@@ -174,7 +174,7 @@ class CacheStore:
         """Wake everything waiting for a change (writers, the flusher, drains)."""
         self._changes.changed()
 
-    async def wait_change(self, timeout: float | None,
+    async def wait_change(self, timeout: float | None,  # noqa: ASYNC109  bounded wait by design
                           event: asyncio.Event | None = None) -> None:
         """Wait for the next change (or ``event``, taken earlier) at most ``timeout`` s."""
         await self._changes.wait(timeout, event)

@@ -29,6 +29,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
+    body_declared_length,
     final_meta,
 )
 from backends.conditions import check_write_etag
@@ -44,6 +45,7 @@ from backends.errors import (
 )
 from backends.keys import check_key
 from backends.multipart import MIN_PART_SIZE
+from backends.streams import ClosingBody, CountingBody
 from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
 from gateway.cache.device import clamp_to_device
 from gateway.cache.elastic_controller import ElasticController
@@ -61,7 +63,6 @@ from gateway.cache.readers import entry_stream
 from gateway.cache.settings import CacheSettings, ElasticSettings
 from gateway.cache.spool import CacheFull, Spooled, overflow_body, spool
 from gateway.cache.store import BK, CacheStore
-from gateway.cache.streams import ClosingBody, CountingBody
 from gateway.cache.uploads import CachedUploads
 from gateway.listing import closing
 
@@ -392,8 +393,7 @@ class CacheTier:
         await self.check_bucket(bucket)
         bk = (bucket, key)
         store = self._store
-        declared = size_hint if size_hint is not None else getattr(body, "declared_length",
-                                                                     None)
+        declared = size_hint if size_hint is not None else body_declared_length(body)
         await self.admit(declared)
         with self.admission.writing(declared):
             current = store.get(*bk)

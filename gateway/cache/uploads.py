@@ -22,6 +22,7 @@ from dataclasses import replace
 from backends.base import (
     Backend,
     CompletedPart,
+    DescribedBody,
     MultipartBackend,
     ObjectInfo,
     ObjectMeta,
@@ -29,6 +30,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
+    body_declared_length,
 )
 from backends.errors import InvalidPart, NoSuchUpload, PreconditionFailed
 from backends.multipart import (
@@ -53,15 +55,14 @@ def _check_part_number(part_number: int) -> None:
                           f"{MAX_PART_NUMBER}, inclusive.")
 
 
-class _SizedBody:
+class _SizedBody(DescribedBody):
     """Bytes whose length is known up front (like a request's Content-Length)."""
+
+    __slots__ = ("_body", "declared_length")
 
     def __init__(self, body: AsyncIterator[bytes], length: int) -> None:
         self._body = body
-        self.declared_length = length
-
-    def __aiter__(self) -> _SizedBody:
-        return self
+        self.declared_length: int | None = length
 
     async def __anext__(self) -> bytes:
         return await self._body.__anext__()
@@ -131,7 +132,7 @@ class CachedUploads:
                                   on_bytes=tier.count_ingest, retry_after=tier.retry_after)
             return await self._cache_part(upload, part_number, spooled, body, None)
         await remote.ready()
-        declared = getattr(body, "declared_length", None)
+        declared = body_declared_length(body)
         await tier.admit(declared)
         with tier.admission.writing(declared):
             past = tier.bypass_cache(declared) or not store.space.volumes

@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from backends.base import Backend, RangeRequest
 from backends.errors import BucketNotEmpty, IncompleteBody, ServiceUnavailable, StorageError
+from backends.numbers import natural
 from gateway.cache.cluster_view import ClusterView
 from gateway.cluster import wire
 from gateway.cluster.errors import PeerAuthFailed
@@ -24,7 +25,6 @@ from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.ring import Ring
 from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
-from gateway.s3api.numbers import natural
 from gateway.s3api.responses import ObjectStreamResponse
 
 log = logging.getLogger("squall.cluster")

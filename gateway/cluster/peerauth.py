@@ -22,8 +22,8 @@ import secrets
 import time
 from collections.abc import Callable
 
+from backends.numbers import natural
 from gateway.cluster.errors import PeerAuthFailed, RingMismatch
-from gateway.s3api.numbers import natural
 
 HEADER = "x-squall-peer"
 HEADER_BYTES = HEADER.encode()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from backends.base import ObjectInfo, ObjectMeta, ObjectStream, RangeRequest, UploadInfo
 from backends.errors import ServiceUnavailable
-from gateway.cache.streams import ClosingBody
+from backends.streams import ClosingBody
 from gateway.cluster import wire
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem
 from gateway.cluster.transport import PeerResponse, PeerTransport

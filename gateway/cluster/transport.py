@@ -119,7 +119,8 @@ class PeerTransport:
     async def open(self, node: int, method: str, path: bytes, query: bytes = b"", *,
                    headers: Sequence[tuple[bytes, bytes]] = (),
                    content: AsyncIterable[bytes] | None = None,
-                   timeout: float | None = None) -> PeerResponse:
+                   timeout: float | None = None,  # noqa: ASYNC109  aiohttp socket timeouts
+                   ) -> PeerResponse:
         """Send a request signed for ``node`` (a body without a content-length goes
         chunked); the caller closes the streamed response.
 

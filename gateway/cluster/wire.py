@@ -3,7 +3,9 @@ and answers of per-key deletes.
 
 Everything is ASCII JSON (``ensure_ascii``) so it can travel in a header as well as in a
 body; a typed error raised on the owner is raised again, same class and fields, on the
-member that called it.
+member that called it. Error classes are found by name among the loaded subclasses of
+:class:`~backends.errors.StorageError`; a cluster member loads the S3 layer's (its peer
+API maps errors through the S3 table), so the codec itself depends on no layer above it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import Any
 from backends.base import ObjectInfo, ObjectMeta, UploadInfo
 from backends.errors import StorageError
 from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, DeleteItem
-from gateway.s3api import errors as _s3_errors  # noqa: F401 - registers protocol errors
 from gateway.versioning.objects import DeleteOutcome
 
 INFO_HEADER = "x-squall-info"

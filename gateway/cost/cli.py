@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gateway.cache.units import parse_size
+from backends.units import parse_size
 from gateway.cost.calibration import CalibrationError, load_calibration, select
 from gateway.cost.meter import format_report, write_csv
 from gateway.cost.predict import (

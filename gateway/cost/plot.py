@@ -1,6 +1,6 @@
 """PNG plots of the cost meter's series and of cache-size advice (matplotlib, optional).
 
-matplotlib is an optional dependency (``pip install matplotlib``); without it the
+matplotlib is an optional dependency (``pip install 'squall[plot]'``); without it the
 functions raise :class:`PlotUnavailable` with that instruction, and nothing else in
 :mod:`gateway.cost` needs it.
 """
@@ -22,7 +22,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as exc:
-        raise PlotUnavailable("plotting needs matplotlib: pip install matplotlib") from exc
+        raise PlotUnavailable("plotting needs matplotlib: pip install 'squall[plot]'") from exc
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 

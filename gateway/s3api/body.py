@@ -19,10 +19,11 @@ import hashlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from backends.base import CHECKSUM_ALGORITHMS
+from backends.base import CHECKSUM_ALGORITHMS, DescribedBody
 from backends.blocking import run_blocking
 from backends.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
 from backends.errors import BadDigest, IncompleteBody
+from backends.numbers import natural
 from gateway.s3api.chunked import HASH_OFFLOAD_BYTES, AwsChunkedDecoder
 from gateway.s3api.errors import (
     InvalidArgument,
@@ -30,7 +31,6 @@ from gateway.s3api.errors import (
     MissingContentLength,
     XAmzContentSHA256Mismatch,
 )
-from gateway.s3api.numbers import natural
 from gateway.s3api.sigv4 import AuthContext, PayloadMode
 
 _CHECKSUM_PREFIX = "x-amz-checksum-"
@@ -49,7 +49,7 @@ class ChecksumPlan:
     trailer: str | None = None  # trailer name carrying the value (aws-chunked)
 
 
-class RequestBody:
+class RequestBody(DescribedBody):
     """A verifying ``AsyncIterator[bytes]`` over a request body (see the module docstring)."""
 
     __slots__ = ("_count", "_decoder", "_expected_length", "_failure", "_finished", "_hasher",
@@ -70,10 +70,7 @@ class RequestBody:
         self._finished = False
         self.checksum: tuple[str, str] | None = None
         #: the payload length the request declared (None: unknown); a sizing hint
-        self.declared_length = expected_length
-
-    def __aiter__(self) -> RequestBody:
-        return self
+        self.declared_length: int | None = expected_length
 
     async def __anext__(self) -> bytes:
         if self._failure is not None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect, Request
 
 from backends.errors import IncompleteBody
+from backends.numbers import INT32_MAX, integer
 from gateway.s3api.body import RequestBody, request_body
 from gateway.s3api.errors import InvalidArgument, MalformedXML
-from gateway.s3api.numbers import INT32_MAX, integer
 from gateway.s3api.sigv4 import AuthContext
 from gateway.service import ObjectService
 

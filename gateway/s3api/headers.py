@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from backends.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
 from backends.errors import InvalidDigest
 from backends.multipart import PART_LAYOUT
+from backends.numbers import natural
 from backends.upload_checksums import UPLOAD_CHECKSUM, checksum_type
 from gateway.conditions import Conditions
 from gateway.s3api.errors import (
@@ -20,7 +21,6 @@ from gateway.s3api.errors import (
     InvalidTag,
     MetadataTooLarge,
 )
-from gateway.s3api.numbers import natural
 from gateway.service import CopySource
 
 MAX_USER_METADATA = 2048

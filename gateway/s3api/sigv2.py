@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from urllib.parse import unquote_plus
 
+from backends.numbers import natural
 from gateway.s3api.errors import (
     AccessDenied,
     AuthorizationQueryParametersError,
@@ -28,7 +29,6 @@ from gateway.s3api.errors import (
     RequestTimeTooSkewed,
     SignatureDoesNotMatch,
 )
-from gateway.s3api.numbers import natural
 from gateway.s3api.sigv4 import MAX_PRESIGN_EXPIRES, AuthContext, PayloadMode, parse_amz_date
 
 QUERY_PARAMS = ("AWSAccessKeyId", "Signature", "Expires")

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_to_bytes
 
+from backends.numbers import natural
 from gateway.s3api.errors import (
     AccessDenied,
     AuthorizationHeaderMalformed,
@@ -38,7 +39,6 @@ from gateway.s3api.errors import (
     RequestTimeTooSkewed,
     SignatureDoesNotMatch,
 )
-from gateway.s3api.numbers import natural
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "s3"

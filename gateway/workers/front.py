@@ -256,7 +256,7 @@ def merge_metrics(answers: Sequence[Answer]) -> bytes:
                 merged.add_sample(sample.name, {**sample.labels, "worker": str(worker)},
                                   sample.value, sample.timestamp, sample.exemplar)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families([*families.values(), up]))  # type: ignore[arg-type]
+    registry.register(_Families([*families.values(), up]))
     return generate_latest(registry)
 
 

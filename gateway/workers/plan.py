@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from backends.units import parse_rate, parse_size
 from gateway.cache.settings import CacheVolumeSettings
-from gateway.cache.units import parse_rate, parse_size
 from gateway.credentials import Credentials
 from gateway.settings import Settings
 from gateway.workers.layout import worker_dir

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import httpx
 
+from backends.units import format_size, parse_size
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials
-from loadtests.units import format_size, parse_size
 
 DEFAULT_CONFIGS = (
     "static-slow=--cache-size 0 --backend-bandwidth {rate}",

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from backends.units import parse_duration, parse_size
 from loadtests.bench.configs import (
     DEFAULT_CONFIGS,
     SQUALL_TEMPLATE,
@@ -62,7 +63,6 @@ from loadtests.bench.targets import PosixTarget, S3Target, TargetError
 from loadtests.bench.warp import WarpFailed, find_warp, run_warp, warp_command
 from loadtests.bench.workloads import Workload, select, standard_workloads
 from loadtests.sigv4 import DEFAULT_REGION, Signer, load_credentials
-from loadtests.units import parse_duration, parse_size
 
 T = TypeVar("T")
 _UNBOUNDED = 10**9  # operation count of a sustained run: bounded by its duration only

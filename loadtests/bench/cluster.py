@@ -27,13 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.units import format_size, parse_duration, parse_size
 from gateway.cluster.ring import owner_index
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import ServerProcess, squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.bench.workloads import Kind, Unit, Workload
 from loadtests.sigv4 import Signer, load_credentials
-from loadtests.units import format_size, parse_duration, parse_size
 
 POLICIES = ("any", "owner", "non-owner")
 

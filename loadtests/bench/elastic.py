@@ -23,13 +23,14 @@ import csv
 import itertools
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from botocore.credentials import Credentials
 
+from backends.units import parse_size
 from gateway.cache.elastic import next_size
 from gateway.cache.volumes import charge
 from gateway.cost.calibrate import GatewayClient, Plan, calibrate, wait_quiet
@@ -38,7 +39,6 @@ from gateway.cost.calibration import Configuration, parse_calibration
 from gateway.cost.predict import Application, Prediction, predict, predict_schedule
 from loadtests.bench.checkpoint_app import AppRun, AppShape, Sampler, run_app
 from loadtests.bench.server import squall_credentials, squall_server
-from loadtests.units import parse_size
 
 MB = 1_000_000
 GRANULARITY = 1 << 20  # the elastic volumes' default granularity
@@ -168,11 +168,13 @@ def tables(outcomes: Sequence[Outcome]) -> str:
     for o in outcomes:
         ratio = "-" if fast is None else f"{100 * o.cost_agbs / fast.cost_agbs:.1f} %"
         lines.append(f"| {o.name} | {o.cost_agbs:,.0f} | {ratio} |")
-    for title, measured, predicted in (
+    tables: tuple[tuple[str, Callable[[Outcome], float], Callable[[Prediction], float]], ...]
+    tables = (
             ("Table III - accuracy of the time prediction: predicted / measured T",
              lambda o: o.run.completion_s, lambda p: p.total_time_s),
             ("Table IV - accuracy of the cost prediction: predicted / measured C_a",
-             lambda o: o.cost_agbs, lambda p: p.cost_agbs)):
+             lambda o: o.cost_agbs, lambda p: p.cost_agbs))
+    for title, measured, predicted in tables:
         lines += ["", title, "", "| approach | predicted | measured | ratio |",
                   "|---|---:|---:|---:|"]
         for o in outcomes:
@@ -234,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-calibration", action="store_true", help="skip III-C predictions")
     p.add_argument("--out", type=Path, help="save the adaptive run's CSV and PNG here")
     args = p.parse_args(argv)
-    from gateway.cache.units import parse_rate
+    from backends.units import parse_rate
 
     shape = AppShape(writers=args.writers, init_bytes=parse_size(args.init),
                      checkpoint_bytes=parse_size(args.checkpoint),

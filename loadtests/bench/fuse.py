@@ -123,7 +123,7 @@ def render_markdown(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 
     def line(row: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |"
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + " |"
 
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(rows[0]), sep, *(line(r) for r in rows[1:])])

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import aiohttp
 
+from backends.units import format_size, parse_size
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.sigv4 import Signer, load_credentials
-from loadtests.units import format_size, parse_size
 
 PIECE = 1 << 20
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from botocore.credentials import Credentials
+
 from loadtests.bench.server import ServerProcess, free_port
-from loadtests.sigv4 import Credentials
 
 KNOWN_PEERS = ("minio", "versitygw")
 

@@ -148,7 +148,7 @@ def render_text(table: Table) -> str:
 
     def line(cells: Sequence[str]) -> str:
         parts = [
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False))
         ]
         return "  ".join(parts).rstrip()
 

@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from backends.units import format_size, parse_size
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials
-from loadtests.units import format_size, parse_size
 
 
 async def write_then_read(endpoint: str, signer: Signer, *, clients: int,

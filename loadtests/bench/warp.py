@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from backends.units import format_size
 from loadtests.bench.engine import Measurement
 from loadtests.bench.workloads import MIXED_WEIGHTS, Workload
-from loadtests.units import format_size
 
 _SECTION = re.compile(r"^\s*(?:Report|Operation):\s*([A-Za-z]+)", re.MULTILINE)
 _RATE = re.compile(

@@ -30,6 +30,7 @@ import pytest
 
 from backends.base import (
     CompletedPart,
+    DescribedBody,
     ObjectMeta,
     ObjectStream,
     RangeRequest,
@@ -99,16 +100,15 @@ async def failing_body(data: bytes, fail_after: int) -> AsyncIterator[bytes]:
     raise BodyFailure("client went away")
 
 
-class ChecksumBody:
+class ChecksumBody(DescribedBody):
     """A verifying body: exposes ``checksum`` once exhausted, like the S3 layer's bodies."""
+
+    __slots__ = ("_checksum", "_pieces", "checksum")
 
     def __init__(self, data: bytes, checksum: tuple[str, str]) -> None:
         self._pieces = [data[i:i + 4096] for i in range(0, len(data), 4096)]
         self._checksum = checksum
         self.checksum: tuple[str, str] | None = None
-
-    def __aiter__(self) -> ChecksumBody:
-        return self
 
     async def __anext__(self) -> bytes:
         if not self._pieces:

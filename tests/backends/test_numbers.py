@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gateway.s3api.numbers import MAX_DIGITS, integer, natural
+from backends.numbers import MAX_DIGITS, integer, natural
 
 
 @pytest.mark.parametrize(("text", "value"), [

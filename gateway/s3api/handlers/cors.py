@@ -7,6 +7,7 @@ from xml.etree.ElementTree import Element
 
 from starlette.responses import Response
 
+from backends.numbers import natural
 from gateway.cors import MAX_RULES, METHODS, CorsRule, first_match
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
@@ -17,7 +18,6 @@ from gateway.s3api.errors import (
     MalformedXML,
     NoSuchCORSConfiguration,
 )
-from gateway.s3api.numbers import natural
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import el, opt, parse
 from gateway.service import ObjectService

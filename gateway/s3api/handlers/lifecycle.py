@@ -14,6 +14,7 @@ from xml.etree.ElementTree import Element
 
 from starlette.responses import Response
 
+from backends.numbers import integer
 from gateway.lifecycle.rules import MAX_NEWER_NONCURRENT, MAX_RULES, Filter, Rule
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
@@ -24,7 +25,6 @@ from gateway.s3api.errors import (
     NotImplementedOperation,
 )
 from gateway.s3api.handlers.cors import require_integrity_header
-from gateway.s3api.numbers import integer
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import el, parse
 

@@ -6,12 +6,12 @@ from starlette.responses import Response
 
 from backends.base import CompletedPart
 from backends.multipart import MAX_PART_NUMBER
+from backends.numbers import natural
 from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
-from gateway.s3api.numbers import natural
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import INITIATOR, OWNER, el, iso8601, opt, parse, text
 

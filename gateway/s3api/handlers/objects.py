@@ -7,6 +7,7 @@ from starlette.responses import Response
 from backends.base import ObjectInfo
 from backends.errors import NotModified
 from backends.multipart import MAX_PART_NUMBER, parts_count
+from backends.numbers import natural
 from gateway.parts import part_range
 from gateway.s3api import headers as h
 from gateway.s3api.checksum_headers import object_checksum_headers
@@ -17,7 +18,6 @@ from gateway.s3api.errors import (
     MissingContentLength,
     NotImplementedOperation,
 )
-from gateway.s3api.numbers import natural
 from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
 from gateway.s3api.xml import el, iso8601

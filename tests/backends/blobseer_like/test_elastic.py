@@ -35,7 +35,7 @@ async def test_add_provider_under_load(tmp_path: Path, make: Factory) -> None:
                 await added.wait()
 
     async def grow() -> None:
-        while len(written) < 8:
+        while len(written) < 8:  # noqa: ASYNC110  a test polling the writers
             await asyncio.sleep(0.005)
         info = await store.add_provider(str(tmp_path / "p4"))
         assert info.state == "active"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from backends.base import Backend, ObjectMeta, ObjectStream
-from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ThrottleSettings
-from gateway.cache.throttle import ThrottledBackend
+from backends.throttled import ThrottledBackend, ThrottleSettings
+from gateway.cache.settings import CacheSettings, CacheVolumeSettings
 from gateway.cache.tier import CacheTier
 
 KiB = 1024

@@ -10,6 +10,7 @@ SIGKILL at a moment of its choosing. Mode ``concurrent`` runs ``writers`` PUTs a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import sys
@@ -18,8 +19,8 @@ from typing import Any
 
 from backends.base import CompletedPart
 from backends.errors import BucketAlreadyOwnedByYou
-from gateway.cache.settings import CacheSettings, ThrottleSettings
-from gateway.cache.throttle import ThrottledBackend
+from backends.throttled import ThrottledBackend, ThrottleSettings
+from gateway.cache.settings import CacheSettings
 from gateway.cache.tier import CacheTier
 from tests.gateway.cache.conftest import BUCKET, META, body, payload, posix_backend
 
@@ -36,10 +37,8 @@ async def main(cfg: dict[str, Any]) -> None:
     tier = CacheTier(inner, CacheSettings(**cfg["settings"]),
                      index_path=Path(cfg["index_path"]), min_part_size=4096)
     await tier.start()
-    try:
+    with contextlib.suppress(BucketAlreadyOwnedByYou):
         await tier.create_bucket(BUCKET)
-    except BucketAlreadyOwnedByYou:
-        pass
     say("READY")
     mode, count, size = cfg["mode"], cfg["count"], cfg["size"]
     if mode == "puts":
@@ -75,7 +74,7 @@ async def main(cfg: dict[str, Any]) -> None:
             done = await tier.complete_multipart_upload(BUCKET, "mp", up.upload_id, parts)
             say("COMPLETE", done.etag)
     if cfg.get("report_flushing"):
-        while tier.status()["flush_bytes_total"] == 0:
+        while tier.status()["flush_bytes_total"] == 0:  # noqa: ASYNC110  a test polling
             await asyncio.sleep(0.005)
         say("FLUSHING")
     say("DONE")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from backends.errors import SlowDown
+from backends.throttled import ThrottleSettings
 from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
-from gateway.cache.settings import ThrottleSettings
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from backends.throttled import ThrottleSettings
 from gateway.cache.provisioner import LocalProvisioner
-from gateway.cache.settings import ElasticSettings, ThrottleSettings
+from gateway.cache.settings import ElasticSettings
 from gateway.cache.tier import CacheTier
 from tests.gateway.cache.conftest import (
     BUCKET,

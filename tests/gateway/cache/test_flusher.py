@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from backends.errors import NoSuchKey
+from backends.throttled import ThrottleSettings
 from gateway.cache.entry import EntryState
-from gateway.cache.settings import ThrottleSettings
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from backends.base import CompletedPart, RangeRequest
+from backends.base import CompletedPart, DescribedBody, RangeRequest
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
 from backends.multipart import multipart_etag
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, declare
@@ -109,16 +109,15 @@ async def test_uploads_survive_restart(env: Env) -> None:
     assert await read_all(await tier.get_object(BUCKET, "mp")) == payload(5 * KiB) + b"tail"
 
 
-class _VerifyingBody:
+class _VerifyingBody(DescribedBody):
     """Like the S3 layer's verifying bodies: ``checksum`` is set once exhausted."""
+
+    __slots__ = ("_checksum", "_chunks", "checksum")
 
     def __init__(self, data: bytes, checksum: tuple[str, str]) -> None:
         self._chunks = iter([data])
         self._checksum = checksum
         self.checksum: tuple[str, str] | None = None
-
-    def __aiter__(self) -> _VerifyingBody:
-        return self
 
     async def __anext__(self) -> bytes:
         try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from backends.throttled import ThrottleSettings
 from gateway.cache.policy import Phase
-from gateway.cache.settings import ThrottleSettings
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

@@ -40,7 +40,7 @@ async def test_interrupted_attach_and_detach_are_cleaned_up(tmp_path: Path) -> N
     (tmp_path / ".vol-7.attaching").mkdir()
     (tmp_path / ".vol-3.detaching" / "data").mkdir(parents=True)
     assert await prov.list() == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # noqa: ASYNC240  a test
 
 
 async def test_bad_requests_and_bad_markers(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from backends.base import RangeRequest
-from gateway.cache.settings import ThrottleSettings
-from gateway.cache.throttle import ThrottledBackend, TokenBucket
+from backends.throttle import TokenBucket
+from backends.throttled import ThrottledBackend, ThrottleSettings
 from tests.gateway.cache.conftest import META, Env, body, payload, posix_backend, read_all
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from backends.units import parse_rate, parse_size
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings
-from gateway.cache.units import parse_rate, parse_size
 
 
 @pytest.mark.parametrize(("text", "value"), [

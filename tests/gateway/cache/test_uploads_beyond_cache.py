@@ -19,7 +19,7 @@ from backends.errors import (
     PreconditionFailed,
 )
 from backends.multipart import multipart_etag
-from gateway.cache.settings import ThrottleSettings
+from backends.throttled import ThrottleSettings
 from gateway.cache.tier import CacheTier
 from gateway.cache.volumes import charge
 from tests.gateway.cache.conftest import (

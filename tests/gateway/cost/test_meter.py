@@ -151,5 +151,5 @@ def test_plot_png(tmp_path: Path) -> None:
 
 def test_plot_without_matplotlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(plot.PlotUnavailable, match="pip install matplotlib"):
+    with pytest.raises(plot.PlotUnavailable, match=r"pip install 'squall\[plot\]'"):
         plot.plot_series({}, tmp_path / "x.png")

@@ -432,4 +432,4 @@ async def test_aclose_closes_the_source() -> None:
 
 
 def test_crt_signed_body_value_constant_matches_mode() -> None:
-    assert crt_auth.AwsSignedBodyValue.STREAMING_AWS4_HMAC_SHA256_PAYLOAD == SIGNED.value
+    assert SIGNED.value == crt_auth.AwsSignedBodyValue.STREAMING_AWS4_HMAC_SHA256_PAYLOAD

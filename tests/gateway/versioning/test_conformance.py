@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.posix import PosixBackend
-from gateway.cache.settings import ThrottleSettings
-from gateway.cache.throttle import ThrottledBackend
+from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.cache.tier import CacheTier
 from gateway.service import ObjectService
 from tests.gateway.cache.conftest import cache_settings

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from backends.base import RangeRequest
 from backends.errors import InvalidRange
+from backends.numbers import INT32_MAX, MAX_DIGITS, integer, natural
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.endpoint import ANONYMOUS
 from gateway.s3api.errors import InvalidArgument
-from gateway.s3api.numbers import INT32_MAX, MAX_DIGITS, integer, natural
 from tests.gateway.s3api.fuzz.common import UNIT, only_s3_errors
 
 #: digits that str.isdigit / int() accept and the wire must not: superscripts, Arabic-Indic,

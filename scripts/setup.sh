@@ -1,0 +1,28 @@
+# Sourced by scripts/check.sh and scripts/test.sh: installs what the checks and the test
+# suite need on a fresh Debian machine (the Debian packages, a virtual environment of the
+# checkout's own with the locked Python packages, Squall itself) and activates it.
+APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs chromium chromium-driver)
+# Debian's own Python makes virtual environments only with python3-venv installed.
+"${PYTHON:-python3}" -c "import ensurepip" 2>/dev/null || APT_PACKAGES+=(python3-venv)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+# A virtual environment of the checkout's own (Debian's system Python refuses
+# `pip install` outside one); PYTHON picks the interpreter that creates it.
+VENV=${SQUALL_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "${PYTHON:-python3}" -m venv "$VENV"
+fi
+# shellcheck disable=SC1091
+. "$VENV/bin/activate"
+# The locked versions (requirements/test.lock, refreshed by scripts/lock.sh), then Squall
+# itself without resolving again.
+python -m pip install -q --disable-pip-version-check -r requirements/test.lock
+python -m pip install -q --disable-pip-version-check --no-deps -e .
