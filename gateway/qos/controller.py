@@ -1,5 +1,5 @@
-"""The QoS controller: every interval it measures each class's demand at its gates (what
-was admitted, plus what waits and what was refused), reads the device utilization, and
+"""The QoS controller: every interval it measures each class's demand at its gates
+(``demand.py``: arrivals over a window, saturation, queue), reads the device utilization, and
 promotes or demotes (seed Algorithm 1); it owns the gates the request path and the flush
 path wait on.
 
@@ -14,8 +14,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
+from gateway.qos.demand import IDLE, DemandMeter, Use, sample
 from gateway.qos.gate import ClassGate
 from gateway.qos.gears import GearState, Tuning
 from gateway.qos.model import QosClass, QosSettings
@@ -41,11 +42,11 @@ class QosController:
         self.gates: dict[str, ClassGate] = {}
         self.flush_gates: dict[str, ClassGate] = {}
         self.states: dict[str, GearState] = {}  # every class ever active (bills survive)
-        self._counts: dict[str, tuple[_Counts, _Counts]] = {}
+        self._meters: dict[str, tuple[DemandMeter, DemandMeter]] = {}  # request, flush
         self._last_tick: float | None = None
         self.utilization = 0.0
         #: per bucket: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
-        self._used: dict[str, _Use] = {}
+        self._used: dict[str, Use] = {}
         self._task: asyncio.Task[None] | None = None
         self._apply()
 
@@ -63,7 +64,9 @@ class QosController:
     def _new_gates(self, name: str, state: GearState) -> None:
         self.gates[name] = self._gate(state)
         self.flush_gates[name] = self._gate(state)
-        self._counts[name] = (_counts(self.gates[name]), _counts(self.flush_gates[name]))
+        now, window = self._clock(), self.settings.window
+        self._meters[name] = (DemandMeter(sample(self.gates[name], now), window),
+                              DemandMeter(sample(self.flush_gates[name], now), window))
 
     def _apply(self) -> None:
         wanted = self.classes()
@@ -71,7 +74,7 @@ class QosController:
             if name not in wanted:
                 del self.gates[name]
                 del self.flush_gates[name]
-                self._counts.pop(name, None)
+                self._meters.pop(name, None)
         for name, spec in wanted.items():
             state = self.states.get(name)
             if state is None:
@@ -138,12 +141,11 @@ class QosController:
         for name, gate in self.gates.items():
             flush = self.flush_gates[name]
             state = self.states[name]
-            (request_before, flush_before) = self._counts[name]
-            request_after, flush_after = _counts(gate), _counts(flush)
-            self._counts[name] = (request_after, flush_after)
-            request = _use(request_before, request_after, dt)
-            flushed = _use(flush_before, flush_after, dt)
-            use = _Use(*(max(a, b) for a, b in zip(request, flushed, strict=True)))
+            request_meter, flush_meter = self._meters[name]
+            caps = (state.bandwidth_cap, state.iops_cap)  # held during the interval
+            request = request_meter.update(sample(gate, now), *caps)
+            flushed = flush_meter.update(sample(flush, now), *caps)
+            use = Use(*(max(a, b) for a, b in zip(request, flushed, strict=True)))
             self._used[name] = use._replace(flush_bandwidth=flushed.bandwidth)
             decision = state.tick(dt, use.bandwidth_demand, use.iops_demand,
                                   self.utilization)
@@ -179,7 +181,7 @@ class QosController:
     # -- output ------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
         state = self.states[name]
-        use = self._used.get(name, _Use(0.0, 0.0, 0.0, 0.0, 0.0))
+        use = self._used.get(name, IDLE)
         gate = self.gates[name]
         described = {"gear": state.gear, "max_gear": state.spec.max_gear,
                      "bandwidth_cap": state.bandwidth_cap, "iops_cap": state.iops_cap,
@@ -211,47 +213,6 @@ class QosController:
     def register_metrics(self, registry: Any) -> None:
         """``squall_qos_gear{bucket}`` and ``squall_qos_gear_seconds_total{bucket}``."""
         registry.register(_Collector(self))
-
-
-class _Counts(NamedTuple):
-    """One gate's counters at a tick: bytes and ops taken, waiting now, refused."""
-
-    charged_bytes: float
-    charged_ops: float
-    waiting_bytes: float
-    waiting_ops: float
-    refused_bytes: float
-    refused_ops: float
-
-
-class _Use(NamedTuple):
-    """One interval's admitted use and demand (per second)."""
-
-    bandwidth: float
-    iops: float
-    bandwidth_demand: float
-    iops_demand: float
-    flush_bandwidth: float
-
-
-def _counts(gate: ClassGate) -> _Counts:
-    waiting_bytes, waiting_ops = gate.backlog()
-    return _Counts(gate.bandwidth.charged, gate.iops.charged, waiting_bytes, waiting_ops,
-                   gate.refused_bytes, gate.refused)
-
-
-def _use(before: _Counts, after: _Counts, dt: float) -> _Use:
-    """Admitted = taken and repaid during the interval; demand = admitted + what waits
-    at the end + what was refused (seed: the demand a throttled class shows)."""
-    admitted_bytes = ((after.charged_bytes - after.waiting_bytes)
-                      - (before.charged_bytes - before.waiting_bytes))
-    admitted_ops = ((after.charged_ops - after.waiting_ops)
-                    - (before.charged_ops - before.waiting_ops))
-    demand_bytes = (admitted_bytes + after.waiting_bytes
-                    + after.refused_bytes - before.refused_bytes)
-    demand_ops = admitted_ops + after.waiting_ops + after.refused_ops - before.refused_ops
-    return _Use(admitted_bytes / dt, admitted_ops / dt, demand_bytes / dt, demand_ops / dt,
-                0.0)
 
 
 class _Collector:

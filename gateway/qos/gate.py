@@ -24,7 +24,8 @@ RECHECK_S = 0.1
 class RateGate:
     """One token bucket (bytes or operations) whose rate follows the gear."""
 
-    __slots__ = ("_clock", "_stamp", "_tokens", "burst_s", "capacity", "charged", "rate")
+    __slots__ = ("_clock", "_stamp", "_tokens", "burst_s", "busy", "capacity", "charged",
+                 "rate")
 
     def __init__(self, rate: float, burst_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -35,10 +36,14 @@ class RateGate:
         self._tokens = self.capacity
         self._stamp = clock()
         self.charged = 0.0  # every token ever taken (the controller measures use from it)
+        self.busy = 0.0  # seconds during which taken tokens waited to be repaid (debt)
 
     def _refill(self) -> None:
         now = self._clock()
-        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        elapsed = now - self._stamp
+        if self._tokens < 0.0:  # in debt: requests waited at the cap until it was repaid
+            self.busy += min(elapsed, -self._tokens / self.rate)
+        self._tokens = min(self.capacity, self._tokens + elapsed * self.rate)
         self._stamp = now
 
     def set_rate(self, rate: float) -> None:
@@ -111,7 +116,8 @@ class ClassGate:
         self.iops.set_rate(iops or 1e12)
 
     def backlog(self) -> tuple[float, float]:
-        """Bytes and operations waiting at the gate (taken, not yet repaid)."""
+        """Bytes and operations waiting at the gate (taken, not yet repaid); also brings
+        the ``busy`` counters of the bandwidth and IOPS buckets up to now."""
         nbytes, ops = self.bandwidth.backlog(), self.iops.backlog()
         if self.credit_bandwidth is not None:
             nbytes = max(nbytes, self.credit_bandwidth.backlog())

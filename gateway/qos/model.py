@@ -64,6 +64,9 @@ class QosSettings(BaseModel):
 
     #: seconds between two tuning decisions (seed: 1 s).
     interval: float = Field(default=1.0, gt=0, le=60)
+    #: seconds over which a class's arrival rate is averaged (a few intervals: a steady
+    #: load of large objects reads its mean, not one or two objects per interval).
+    window: float = Field(default=3.0, gt=0, le=600)
     #: longest wait of a request for its class's tokens; beyond: 503 SlowDown.
     max_wait: float = Field(default=2.0, ge=0, le=60)
     #: token bucket depth in seconds of the cap (what passes as one burst).

@@ -1,8 +1,9 @@
 """G-states against static caps at the same bill and an I/O credit scheme (seed: IOTune,
-section 5), at small scale.
+section 4), at small scale.
 
-``python -m loadtests.bench.qos`` starts one gateway in front of a throttled backend and
-runs two tenants (buckets) at once:
+``python -m loadtests.bench.qos [--shape checkpoint|intensive]`` starts one gateway in
+front of a throttled backend and runs two tenants (buckets) at once. Shape
+``checkpoint`` (the default):
 
 * *bursty*: a checkpointing code. At the start of every ``--period`` seconds,
   ``--burst-writers`` writers each PUT ``--burst-objects`` objects one after the other
@@ -11,8 +12,18 @@ runs two tenants (buckets) at once:
   of every PUT (a PUT refused with 503 SlowDown is retried; its latency includes it);
 * *steady*: ``--steady-rate`` PUTs per second.
 
-Three modes, each on fresh buckets for ``--duration`` seconds (default 45: the whole run
-takes about three minutes):
+Shape ``intensive`` (the seed's phased trace, section 4.2, and its long intensive
+periods, 4.3.1): the *phased* tenant's demand steps up through phases at 0.8, 1.6, 3.2
+and 6.4 x G0 (80% of gear 0..3's cap, as the seed's 500..4000 IOPS against gears of
+600..4800), holds the last for a long intensive period, then falls back to 0.8 x G0.
+Arrivals are open loop (Poisson at the phase's rate, the same seeded schedule in every
+mode) and a PUT's latency is counted from its scheduled arrival, so it includes the
+queueing; PUTs not done ``--drain`` seconds after the last arrival are *unfinished*
+(their age then counts as a lower bound of their latency). The *steady* tenant runs
+beside it.
+
+Three modes, each on fresh buckets (checkpoint: ``--duration`` seconds, default 45, about
+three minutes in all; intensive: the phases, 42 s, under three minutes in all):
 
 * ``g-states``: each tenant a class G0 with gears up to ``--max-gear`` (docs/qos.md);
 * ``static``: each tenant a static cap (``max_gear = 0``) equal to the average bandwidth
@@ -33,11 +44,14 @@ import csv
 import json
 import math
 import os
+import random
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,13 +66,17 @@ from gateway.cost.calibrate import CalibrationFailed, GatewayClient, wait_quiet
 from loadtests.bench.server import squall_credentials, squall_server
 
 MB = 1_000_000
-TENANTS = ("bursty", "steady")
+SHAPES = ("checkpoint", "intensive")
 MODES = ("g-states", "static", "credit")
+#: the intensive shape's phases: (seconds, demand in multiples of G0)
+PHASES: tuple[tuple[float, float], ...] = ((6.0, 0.8), (5.0, 1.6), (5.0, 3.2), (20.0, 6.4),
+                                           (6.0, 0.8))
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    duration_s: float = 45.0
+    name: str = "checkpoint"
+    duration_s: float = 45.0  # checkpoint shape; intensive: the phases' sum
     period_s: float = 10.0  # a checkpoint starts every period
     burst_writers: int = 4
     burst_objects: int = 4  # objects per writer and checkpoint
@@ -68,15 +86,46 @@ class Shape:
     max_gear: int = 3
     credit_s: float = 20.0  # the credit scheme's balance cap, in seconds of G0
     backend_bytes_per_s: float = 16 * MB
+    # The gateway's default is the seed's 1 s; bursts here last seconds, and 0.5 s measured
+    # better for every tenant of both shapes (docs/qos.md, "Benchmark").
     interval_s: float = 0.5
     max_wait_s: float = 5.0
     backend_size_gb: float = 10.0
+    phases: tuple[tuple[float, float], ...] = PHASES
+    drain_s: float = 5.0  # intensive: how long PUTs may finish after the last arrival
+    seed: int = 20  # intensive: the arrival schedule
+
+    @property
+    def tenants(self) -> tuple[str, str]:
+        return ("bursty", "steady") if self.name == "checkpoint" else ("phased", "steady")
+
+    @property
+    def length_s(self) -> float:
+        """Seconds of load per mode."""
+        if self.name == "checkpoint":
+            return self.duration_s
+        return sum(seconds for seconds, _ in self.phases)
+
+    def arrivals(self) -> list[float]:
+        """The phased tenant's arrival times: Poisson at each phase's rate."""
+        rng, times, start = random.Random(self.seed), [], 0.0
+        for seconds, multiple in self.phases:
+            rate = multiple * self.g0_bytes_per_s / self.object_size  # PUTs per second
+            t = start + rng.expovariate(rate)
+            while t < start + seconds:
+                times.append(t)
+                t += rng.expovariate(rate)
+            start += seconds
+        return times
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
+def _quantile(values: Sequence[float], q: float, censored: Sequence[float] = ()) -> tuple[
+        float, bool]:
+    """The ``q`` quantile of ``values`` and of lower bounds ``censored``; True when it is
+    one of the lower bounds (the true quantile is at least that)."""
+    ordered = sorted([(v, False) for v in values] + [(v, True) for v in censored])
+    if not ordered:
+        return float("nan"), False
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
@@ -89,12 +138,17 @@ class TenantResult:
     refused: int = 0
     bytes: int = 0
     reserved_mb: float = 0.0
+    unfinished: list[float] = field(default_factory=list)  # ages at the cut-off, s
 
     def percentile(self, q: float) -> float:
-        return _quantile(self.latencies, q)
+        return _quantile(self.latencies, q, self.unfinished)[0]
+
+    def percentile_text(self, q: float) -> str:
+        value, censored = _quantile(self.latencies, q, self.unfinished)
+        return (">=" if censored else "") + _ms(value)
 
     def checkpoint_percentile(self, q: float) -> float:
-        return _quantile(self.checkpoints, q)
+        return _quantile(self.checkpoints, q)[0]
 
 
 def _client(endpoint: str, env: dict[str, str]) -> Any:
@@ -102,14 +156,26 @@ def _client(endpoint: str, env: dict[str, str]) -> Any:
                         aws_access_key_id=env["SQUALL_ACCESS_KEY"],
                         aws_secret_access_key=env["SQUALL_SECRET_KEY"],
                         config=Config(retries={"max_attempts": 1},
+                                      max_pool_connections=OPEN_LOOP_THREADS,
                                       s3={"addressing_style": "path"}))
 
 
+#: the open-loop tenant's concurrent PUTs (more arrivals wait for one of them)
+OPEN_LOOP_THREADS = 64
+
+
 def _put(client: Any, bucket: str, key: str, body: bytes, result: TenantResult,
-         lock: threading.Lock) -> None:
-    """One PUT, retried after a SlowDown (as a client does): nothing is given up."""
-    started = time.perf_counter()
+         lock: threading.Lock, *, since: float | None = None,
+         stop: threading.Event | None = None) -> None:
+    """One PUT, retried after a SlowDown (as a client does). Its latency counts from
+    ``since`` (a scheduled arrival; default: now). Once ``stop`` is set, a PUT not yet
+    sent, or refused, is given up and counted unfinished with its age."""
+    started = time.monotonic() if since is None else since
     while True:
+        if stop is not None and stop.is_set():
+            with lock:
+                result.unfinished.append(time.monotonic() - started)
+            return
         try:
             client.put_object(Bucket=bucket, Key=key, Body=body)
             break
@@ -121,7 +187,7 @@ def _put(client: Any, bucket: str, key: str, body: bytes, result: TenantResult,
             headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
             time.sleep(min(1.0, float(headers.get("retry-after") or 1)))
     with lock:
-        result.latencies.append(time.perf_counter() - started)
+        result.latencies.append(time.monotonic() - started)
         result.bytes += len(body)
 
 
@@ -131,7 +197,7 @@ def _run_tenants(endpoint: str, env: dict[str, str], shape: Shape, buckets: dict
     lock = threading.Lock()
     errors: list[Exception] = []
     start = time.monotonic()
-    end = start + shape.duration_s
+    end = start + shape.length_s
 
     def guarded(target: Any, *args: Any) -> None:
         try:
@@ -172,7 +238,32 @@ def _run_tenants(endpoint: str, env: dict[str, str], shape: Shape, buckets: dict
             _put(client, buckets["steady"], f"s/{n}", body, results["steady"], lock)
             n += 1
 
-    threads = [threading.Thread(target=guarded, args=(f,)) for f in (bursty, steady)]
+    def phased() -> None:
+        local, stop = threading.local(), threading.Event()
+
+        def one(n: int, due: float) -> None:
+            if not hasattr(local, "client"):
+                local.client = _client(endpoint, env)
+            _put(local.client, buckets["phased"], f"p/{n}", body, results["phased"], lock,
+                 since=due, stop=stop)
+
+        with ThreadPoolExecutor(OPEN_LOOP_THREADS, thread_name_prefix="phased") as pool:
+            futures = []
+            for n, at in enumerate(shape.arrivals()):
+                time.sleep(max(0.0, start + at - time.monotonic()))
+                futures.append(pool.submit(one, n, start + at))
+            cut_off = end + shape.drain_s
+            for future in futures:
+                try:
+                    future.result(timeout=max(0.0, cut_off - time.monotonic()))
+                except FuturesTimeout:
+                    break
+            stop.set()  # the rest: given up once refused or not yet sent
+            for future in futures:
+                future.result()
+
+    first = bursty if shape.name == "checkpoint" else phased
+    threads = [threading.Thread(target=guarded, args=(f,)) for f in (first, steady)]
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
@@ -207,14 +298,15 @@ def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]
         gw = GatewayClient(server.endpoint, Credentials(env["SQUALL_ACCESS_KEY"],
                                                         env["SQUALL_SECRET_KEY"]))
         s3 = _client(server.endpoint, env)
-        same_bill = {t: shape.g0_bytes_per_s for t in TENANTS}  # set by the g-states run
+        tenants = shape.tenants
+        same_bill = {t: shape.g0_bytes_per_s for t in tenants}  # set by the g-states run
         for mode in MODES:
-            buckets = {t: f"{mode}-{t}" for t in TENANTS}
+            buckets = {t: f"{mode}-{t}" for t in tenants}
             for tenant, bucket in buckets.items():
                 s3.create_bucket(Bucket=bucket)
                 g0 = same_bill[tenant] if mode == "static" else shape.g0_bytes_per_s
                 gw.request("PUT", "/_squall/qos", params=_class(shape, mode, bucket, g0))
-            mode_results = {t: TenantResult(mode, t) for t in TENANTS}
+            mode_results = {t: TenantResult(mode, t) for t in tenants}
 
             def sample(at: float, mode: str = mode, buckets: dict[str, str] = buckets) -> None:
                 qos = (gw.status().get("qos") or {}).get("buckets") or {}
@@ -235,14 +327,14 @@ def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]
             results += mode_results.values()
             wait_quiet(gw, timeout_s=120.0)
     if out is not None:
-        _save_trace(trace, out)
+        _save_trace(trace, out, tenants)
     return results
 
 
-def _save_trace(trace: list[dict[str, Any]], out: Path) -> None:
+def _save_trace(trace: list[dict[str, Any]], out: Path, tenants: Sequence[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "qos-gears.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["mode", "t", *TENANTS])
+        writer = csv.DictWriter(f, fieldnames=["mode", "t", *tenants])
         writer.writeheader()
         writer.writerows(trace)
     try:
@@ -255,7 +347,7 @@ def _save_trace(trace: list[dict[str, Any]], out: Path) -> None:
               file=sys.stderr)
         return
     fig, ax = plt.subplots(figsize=(8, 3))
-    for tenant in TENANTS:
+    for tenant in tenants:
         points = [(p["t"], p[tenant]) for p in trace if p["mode"] == "g-states"]
         ax.step([t for t, _ in points], [g for _, g in points], where="post", label=tenant)
     ax.set_xlabel("time (s)")
@@ -272,15 +364,15 @@ def _ms(seconds: float) -> str:
 
 def table(results: Sequence[TenantResult], shape: Shape) -> str:
     """The per-tenant table, then the bill of each mode (Markdown)."""
-    rows = [("| mode | tenant | PUTs | p50 ms | p99 ms | checkpoints | ckpt p50 ms | "
-             "ckpt p99 ms | MB/s | refused | reserved MB | bill AGBs |"),
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [("| mode | tenant | PUTs | unfinished | p50 ms | p99 ms | checkpoints | "
+             "ckpt p50 ms | ckpt p99 ms | MB/s | refused | reserved MB | bill AGBs |"),
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        rows.append(f"| {r.mode} | {r.tenant} | {len(r.latencies)} | "
-                    f"{_ms(r.percentile(0.5))} | {_ms(r.percentile(0.99))} | "
+        rows.append(f"| {r.mode} | {r.tenant} | {len(r.latencies)} | {len(r.unfinished)} | "
+                    f"{r.percentile_text(0.5)} | {r.percentile_text(0.99)} | "
                     f"{len(r.checkpoints) or '-'} | {_ms(r.checkpoint_percentile(0.5))} | "
                     f"{_ms(r.checkpoint_percentile(0.99))} | "
-                    f"{r.bytes / MB / shape.duration_s:.2f} | {r.refused} | "
+                    f"{r.bytes / MB / shape.length_s:.2f} | {r.refused} | "
                     f"{r.reserved_mb:.1f} | {r.reserved_mb * shape.backend_size_gb:.0f} |")
     rows += ["", "| mode | bill AGBs (both tenants) |", "|---|---:|"]
     for mode in dict.fromkeys(r.mode for r in results):
@@ -293,7 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = Shape()
     p = argparse.ArgumentParser(prog="python -m loadtests.bench.qos", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds per mode")
+    p.add_argument("--shape", choices=SHAPES, default=d.name,
+                   help="checkpoint: periodic bursts; intensive: the seed's phased trace")
+    p.add_argument("--duration", type=float, default=d.duration_s,
+                   help="checkpoint shape: seconds per mode")
     p.add_argument("--period", type=float, default=d.period_s,
                    help="seconds between checkpoints")
     p.add_argument("--burst-writers", type=int, default=d.burst_writers,
@@ -309,10 +404,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--backend-bandwidth", type=float, default=d.backend_bytes_per_s,
                    help="bytes/s")
     p.add_argument("--interval", type=float, default=d.interval_s, help="tuning period, s")
+    p.add_argument("--drain", type=float, default=d.drain_s,
+                   help="intensive shape: seconds PUTs may finish after the last arrival")
     p.add_argument("--out", type=Path, help="directory for qos-gears.csv/.png")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     a = p.parse_args(argv)
-    shape = Shape(duration_s=a.duration, period_s=a.period, burst_writers=a.burst_writers,
+    shape = Shape(name=a.shape, duration_s=a.duration, drain_s=a.drain, period_s=a.period,
+                  burst_writers=a.burst_writers,
                   burst_objects=a.burst_objects, steady_rate=a.steady_rate,
                   object_size=a.object_size, g0_bytes_per_s=a.g0, max_gear=a.max_gear,
                   credit_s=a.credit_s, backend_bytes_per_s=a.backend_bandwidth,
