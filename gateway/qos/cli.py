@@ -147,15 +147,3 @@ def format_buckets(buckets: dict[str, Any]) -> str:
                      f"{_rate(b['iops_cap'], 'op'):>9} {_rate(b['iops_used'], 'op'):>9} "
                      f"{b['gear_seconds']:>10.1f}")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``qos`` alone (``python -m gateway.qos.cli set ...``)."""
-    parser = argparse.ArgumentParser(prog="squall")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -47,10 +47,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]
 
 
 def cli(gateway: SquallProcess, *args: str,
-        module: str = "gateway.qos.cli") -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", module, *args, "--endpoint", gateway.endpoint]
-    if module == "gateway.qos.cli":
-        command.insert(3, "qos")
+        command_name: str = "qos") -> subprocess.CompletedProcess[str]:
+    """``squall qos ARGS`` (or ``squall COMMAND_NAME ARGS``) against ``gateway``."""
+    command = [sys.executable, "-m", "gateway.cli", command_name, *args,
+               "--endpoint", gateway.endpoint]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
                                "SQUALL_SECRET_KEY": SECRET_KEY})
@@ -122,7 +122,7 @@ def test_burst_promotes_then_the_gear_falls(gateway: SquallProcess) -> None:
     # Nothing was lost while the class was paced.
     for key in written[:: max(1, len(written) // 10)]:
         assert len(s3.get_object(Bucket=bucket, Key=key)["Body"].read()) == 64 * 1024
-    cost = cli(gateway, "cost", module="gateway.cost.cli")
+    cost = cli(gateway, command_name="cost")
     assert cost.returncode == 0, cost.stderr
     assert "QoS gears" in cost.stdout and bucket in cost.stdout
     status = httpx.get(f"{gateway.endpoint}/_squall/status").json()
