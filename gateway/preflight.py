@@ -4,7 +4,8 @@ Each problem is a ValueError whose message is one line a user can act on (the CL
 prints it as ``squall: ...`` and exits 2): the listening port taken, a data, backend or
 cache path that is a file or not writable, half-configured or damaged credentials, a
 cluster member whose ``--listen`` is not its own entry in ``--peers``, cluster members
-without shared S3 credentials.
+without shared S3 credentials, a TLS certificate or key that is missing, unreadable or
+not a pair, a ``--peer-ca`` that is not a CA bundle.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from gateway.cluster.settings import cluster_settings
 from gateway.credentials import Credentials, load_or_generate
 from gateway.settings import ListenAddress, Settings
+from gateway.tls import check as check_tls_files
+from gateway.tls import client_context, tls_files
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
@@ -115,9 +118,22 @@ def check_cluster(settings: Settings) -> None:
         raise ValueError(f"member {ring.self_index} of --peers is {own}, but this node "
                          f"listens on {listen.host}:{listen.port}: give --node-id the index "
                          "of the member that listens here, or --listen its address")
+    if url.scheme == "https" and settings.tls_cert is None:
+        raise ValueError(f"member {ring.self_index} of --peers is {own}, but this node "
+                         "serves plain HTTP: give it --tls-cert and --tls-key")
     if len(ring.members) > 1 and not (settings.access_key and settings.secret_key):
         raise ValueError("every member of a cluster needs the same S3 credentials: set "
                          "SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY (the same on each member)")
+
+
+def check_tls(settings: Settings) -> None:
+    """``--tls-cert``/``--tls-key`` load as a pair; ``--peer-ca`` loads as CA
+    certificates."""
+    files = tls_files(settings.tls_cert, settings.tls_key)
+    if files is not None:
+        check_tls_files(files)
+    if settings.peer_ca is not None:
+        client_context(settings.peer_ca)
 
 
 def _same_host(member_host: str, listen_host: str) -> bool:
@@ -152,6 +168,7 @@ def preflight(settings: Settings, *, bind: bool = True) -> tuple[Credentials,
     credentials = load_or_generate(settings.data_dir, settings.access_key,
                                    settings.secret_key)
     check_cluster(settings)
+    check_tls(settings)
     sock = bind_port(settings.listen_address)
     if not bind:
         sock.close()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
+import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -20,6 +22,7 @@ from gateway.credentials import Credentials, load_or_generate, save
 from gateway.humanize import format_bytes
 from gateway.limits import Limits, protocol_class
 from gateway.settings import Settings
+from gateway.tls import ServerTls, tls_files
 
 GRACEFUL_SHUTDOWN_S = 30
 #: allocations (less deallocations) between two young-generation collections (default 700)
@@ -66,8 +69,10 @@ def serve(settings: Settings, credentials: Credentials | None = None,
     port = sock.getsockname()[1] if sock is not None else settings.listen_address.port
     print_banner(settings, credentials, port)
     tune_gc()
-    server = _GracefulServer(uvicorn_config(build_app(components), settings,
+    tls = server_tls(settings)
+    server = _GracefulServer(uvicorn_config(build_app(components), settings, tls=tls,
                                             on_slowdown=components.metrics.count_slowdown))
+    server.tls = tls
     server.run(sockets=[sock] if sock is not None else None)
     warn_unflushed(components)
 
@@ -90,7 +95,8 @@ def print_banner(settings: Settings, credentials: Credentials, port: int,
     """The start-up lines: address, backend, where the credentials come from (the secret
     itself only when it was just generated), and a cluster member's place and secrets."""
     address = settings.listen_address
-    print(f"Squall S3 gateway on http://{address.host}:{port}{detail}", flush=True)
+    scheme = "https" if settings.tls_cert is not None else "http"
+    print(f"Squall S3 gateway on {scheme}://{address.host}:{port}{detail}", flush=True)
     print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
     if credentials.generated:
         print(f"  generated credentials (kept in {credentials.path}):\n"
@@ -123,12 +129,26 @@ def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None)
                   max_requests=settings.max_requests or None, on_slowdown=on_slowdown)
 
 
+def server_tls(settings: Settings) -> ServerTls | None:
+    """The listening port's TLS context from ``--tls-cert``/``--tls-key`` (None: plain
+    HTTP); ValueError (one line) for files that do not load."""
+    files = tls_files(settings.tls_cert, settings.tls_key)
+    return None if files is None else ServerTls(files)
+
+
+def reload_on_sighup(tls: ServerTls | None) -> None:
+    """Reload the certificate on SIGHUP (call on the running event loop)."""
+    if tls is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tls.reload)
+
+
 def uvicorn_config(app: ASGIApp, settings: Settings, *,
                    on_slowdown: Callable[[], None] | None = None,
-                   **overrides: Any) -> uvicorn.Config:
+                   tls: ServerTls | None = None, **overrides: Any) -> uvicorn.Config:
     """The uvicorn options of a gateway process; ``overrides`` replace some (the worker
     processes of ``--workers N`` serve given sockets and run the lifespan themselves).
-    ``on_slowdown`` counts requests refused for ``max_requests``."""
+    ``on_slowdown`` counts requests refused for ``max_requests``; ``tls`` serves HTTPS
+    with that context."""
     address = settings.listen_address
     options: dict[str, Any] = {
         "host": address.host, "port": address.port, "loop": "uvloop",
@@ -140,6 +160,9 @@ def uvicorn_config(app: ASGIApp, settings: Settings, *,
         # Nothing reads the client address or scheme (SigV4 signs the Host header): no
         # X-Forwarded-* middleware on every request.
         "proxy_headers": False}
+    if tls is not None:
+        context = tls.context
+        options["ssl_context_factory"] = lambda config, default: context
     return uvicorn.Config(app, **{**options, **overrides})
 
 
@@ -148,7 +171,14 @@ class _GracefulServer(uvicorn.Server):
 
     uvicorn re-raises a captured signal after its graceful shutdown, which would make
     every orderly stop look like a crash to supervisors; the shutdown itself is unchanged.
+    With ``tls`` set, SIGHUP reloads the certificate.
     """
+
+    tls: ServerTls | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        reload_on_sighup(self.tls)
+        await super().startup(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ request cheap, and with ``encoded=True`` URLs it sends the request target byte f
 covered by the client's signature). Automatic headers are switched off: the owner must
 see the client's headers, and only those (plus the peer marker). The workers of one host
 (``--workers N``) reach each other through Unix sockets (:meth:`use_unix_sockets`).
+``https://`` members are verified against the system's CAs and ``--peer-ca``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from yarl import URL
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
+from gateway.tls import client_context
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 # Errors after which a request without a body is sent once more on a new connection
@@ -104,9 +106,11 @@ class PeerTransport:
                     path=path, limit=self._settings.connections_per_peer,
                     keepalive_timeout=30.0)
             else:
+                tls = any(url.startswith("https://") for url in self._bases.values())
                 connector = aiohttp.TCPConnector(
                     limit=0, limit_per_host=self._settings.connections_per_peer,
-                    keepalive_timeout=30.0, ttl_dns_cache=10)
+                    keepalive_timeout=30.0, ttl_dns_cache=10,
+                    ssl=client_context(self._settings.peer_ca) if tls else True)
             session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, timeout=self._timeout,
                 skip_auto_headers=_NO_AUTO_HEADERS, max_field_size=PEER_MAX_FIELD_BYTES)

@@ -23,6 +23,7 @@ from gateway.fuse_mount.settings import (
     check_mountpoint,
     credentials_from_env,
 )
+from gateway.tls import add_ca_bundle_option, ca_bundle
 
 log = logging.getLogger("gateway.fuse_mount")
 
@@ -60,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--route-to-owners", action="store_true",
                    help="endpoint is a member of a Squall cluster: send each object request "
                         "straight to the key's owner (the member URLs must be reachable)")
+    add_ca_bundle_option(p)
     p.add_argument("--staging-dir", type=Path,
                    help="directory for staging files of randomly written files (default $TMPDIR)")
     p.add_argument("--log-file", type=Path, help="append logs here (default: stderr)")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             attr_timeout=args.attr_timeout, region=args.region,
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
             max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
-            route_to_owners=args.route_to_owners)
+            route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle))
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
     except (SettingsError, ValueError) as exc:
@@ -130,6 +132,8 @@ def _spawn_background(args: argparse.Namespace) -> int:
                                    ("--route-to-owners", args.route_to_owners)) if on]
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
+    if args.ca_bundle:
+        argv += ["--ca-bundle", str(args.ca_bundle.absolute())]
     with open(os.devnull, "r+b") as null:
         child = subprocess.Popen(argv, stdin=null, stdout=null, stderr=null,
                                  pass_fds=(write_fd,), start_new_session=True, cwd="/",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gateway.auth.client import status_headers
 from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.settings import MountSettings, SettingsError
 from gateway.fuse_mount.store import BucketClient
+from gateway.tls import client_context
 
 
 class MountFailed(RuntimeError):
@@ -39,10 +41,16 @@ def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> 
     (SettingsError if the endpoint does not give one)."""
     store = BucketClient(settings.endpoint, settings.bucket, settings.credentials,
                         region=settings.region, max_attempts=max_attempts or settings.max_attempts,
-                        pool_size=4 * settings.threads)
+                        pool_size=4 * settings.threads, ca_bundle=settings.ca_bundle)
     if settings.route_to_owners:
         try:
-            ring = fetch_ring(settings.endpoint)
+            creds = settings.credentials
+            url = settings.endpoint.rstrip("/") + CLUSTER_PATH
+            ring = fetch_ring(settings.endpoint, context=client_context(
+                settings.ca_bundle, "--ca-bundle"), headers=status_headers(
+                    url, region=settings.region, environ={
+                        "SQUALL_ACCESS_KEY": creds.access_key,
+                        "SQUALL_SECRET_KEY": creds.secret_key}))
         except (OSError, ValueError) as exc:
             raise SettingsError(f"--route-to-owners: cannot read the cluster ring from "
                                 f"{settings.endpoint}{CLUSTER_PATH}: {exc}") from exc

@@ -33,6 +33,8 @@ class MountSettings:
     max_attempts: int = 5
     writeback_cache: bool = False
     route_to_owners: bool = False
+    #: PEM CA certificates that verify an https:// endpoint (None: the system's)
+    ca_bundle: Path | None = None
 
     def __post_init__(self) -> None:
         if self.block_size < MIN_BLOCK_SIZE:
@@ -45,6 +47,8 @@ class MountSettings:
             raise SettingsError("--attr-timeout must not be negative")
         if not self.endpoint.startswith(("http://", "https://")):
             raise SettingsError(f"endpoint must be an http:// or https:// URL: {self.endpoint}")
+        if self.ca_bundle is not None and not self.ca_bundle.is_file():
+            raise SettingsError(f"--ca-bundle {self.ca_bundle}: no such file")
 
     @property
     def readahead_blocks(self) -> int:

@@ -10,6 +10,7 @@ import email.utils
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -62,7 +63,8 @@ class BucketClient:
 
     def __init__(self, endpoint: str, bucket: str, credentials: GatewayCredentials, *,
                  region: str = "us-east-1", max_attempts: int = 5,
-                 connect_timeout: float = 10.0, pool_size: int = 32) -> None:
+                 connect_timeout: float = 10.0, pool_size: int = 32,
+                 ca_bundle: Path | None = None) -> None:
         self.bucket = bucket
         session = boto3.session.Session()
         session._session.get_component("response_parser_factory").set_parser_defaults(
@@ -71,6 +73,7 @@ class BucketClient:
             "s3", endpoint_url=endpoint, region_name=region,
             aws_access_key_id=credentials.access_key,
             aws_secret_access_key=credentials.secret_key,
+            verify=str(ca_bundle) if ca_bundle is not None else None,
             # Bodies carry a CRC32C (computed here, see _crc32c) that the gateway verifies,
             # not a SHA-256 of every part (botocore's default over plain HTTP, and costly).
             config=Config(signature_version="s3v4",

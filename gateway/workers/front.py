@@ -17,6 +17,9 @@ gave the connection to:
 * ``GET /_squall/cluster`` describes one gateway (no members to route to: the workers
   share the port, a client cannot choose one).
 
+Status, metrics, cluster and dashboard views answer only what the status gate allows
+(gateway/auth/status.py); requests between workers, on their Unix sockets, are trusted.
+
 Everything else, S3 requests included, goes to the worker's application unchanged.
 """
 
@@ -37,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.auth.status import TRUSTED, StatusGate, is_status_path
 from gateway.cluster.node import describe_single
 from gateway.cluster.peer_api import request_body
 from gateway.dashboard.workers import front_routes
@@ -53,10 +57,14 @@ class WorkerFront:
     """ASGI: the whole gateway's admin views; everything else goes to ``inner``."""
 
     def __init__(self, inner: ASGIApp, *, index: int, links: WorkerLinks,
-                 status: Callable[[], dict[str, Any]], fan_out: bool = True) -> None:
+                 status: Callable[[], dict[str, Any]], fan_out: bool = True,
+                 gate: StatusGate | None = None) -> None:
         """``fan_out=False``: the view on a worker's own Unix socket, where only the
-        status is changed (it names the worker); the rest is the worker's own."""
+        status is changed (it names the worker); the rest is the worker's own, and
+        trusted (only the other workers reach that socket). ``gate``: who may read the
+        status views on the shared port (docs/security.md)."""
         self._inner = inner
+        self._gate = gate
         self._index = index
         self._links = links
         self._status = status
@@ -78,8 +86,14 @@ class WorkerFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if not self._fan_out:
+                scope = {**scope, TRUSTED: True}
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
+                if self._gate is not None and is_status_path(scope["path"]) and \
+                        (refusal := self._gate.refusal(scope)) is not None:
+                    await refusal(scope, receive, send)
+                    return
                 await handler(scope, receive, send)
                 return
         await self._inner(scope, receive, send)

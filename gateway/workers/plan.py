@@ -41,7 +41,7 @@ def volumes(settings: Settings) -> list[Path]:
     count = settings.workers
     paths: list[Path] = []
     for k in range(count):
-        derived = worker_settings(settings, k, Credentials("-", "-"), "-" * 16)
+        derived = worker_settings(settings, k, Credentials("-", "-" * 16), "-" * 16)
         if derived.cache_volumes is not None:
             paths += [v.path for v in derived.cache_volumes]
         paths.append(derived.cache_dir or derived.data_dir / "cache")
@@ -58,6 +58,7 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
     tag = f"worker-{index}"
     update: dict[str, Any] = {
         "data_dir": worker_dir(settings.data_dir, index),
+        "users_file": settings.users_path,  # one file for all workers
         "backend": f"{spec.kind}:{spec.args}",
         "access_key": credentials.access_key,
         "secret_key": credentials.secret_key,

@@ -111,6 +111,11 @@ class WorkerProcess:
             with contextlib.suppress(OSError, RuntimeError):
                 self._writer.write(f"{command}\n".encode())
 
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)
+
     def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -141,10 +146,16 @@ class Supervisor:
         log.info("stopping: the workers finish their requests")
         self._stopping.set()
 
+    def _reload(self) -> None:
+        """SIGHUP: every worker reloads its TLS certificate."""
+        for worker in self.workers:
+            worker.signal(signal.SIGHUP)
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._signal)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
         try:
             failure = await self._start_all()
             if failure is not None:
@@ -162,7 +173,7 @@ class Supervisor:
             await self._stop_all()
             return 0
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
 
     async def _start_all(self) -> tuple[int, str] | None:

@@ -27,11 +27,18 @@ import uvicorn
 import uvloop
 from pydantic import ValidationError
 
-from gateway.app import build_app
+from gateway.app import build_app, user_directory
 from gateway.components import Components, build_components
 from gateway.credentials import Credentials
-from gateway.server import configure_logging, tune_gc, uvicorn_config
+from gateway.server import (
+    configure_logging,
+    reload_on_sighup,
+    server_tls,
+    tune_gc,
+    uvicorn_config,
+)
 from gateway.settings import Settings
+from gateway.tls import ServerTls
 from gateway.workers import control
 from gateway.workers.front import WorkerFront
 from gateway.workers.links import WorkerLinks
@@ -53,8 +60,9 @@ class Worker:
 
     def __init__(self, index: int, settings: Settings, components: Components,
                  sockets: Sequence[str], listener: socket.socket,
-                 control_sock: socket.socket) -> None:
+                 control_sock: socket.socket, tls: ServerTls | None = None) -> None:
         self.index = index
+        self.tls = tls  # the shared port's (the Unix socket between workers is plain)
         self.settings = settings
         self.components = components
         self.sockets = list(sockets)
@@ -63,17 +71,19 @@ class Worker:
         self.links = WorkerLinks(self.sockets)
         self._stop_now = asyncio.Event()
 
-    def _config(self, app: object) -> uvicorn.Config:
+    def _config(self, app: object, tls: ServerTls | None = None) -> uvicorn.Config:
         level = "debug" if self.settings.log_level == "debug" else "warning"
         return uvicorn_config(app, self.settings, lifespan="off", log_config=None,  # type: ignore[arg-type]
-                              log_level=level,
+                              log_level=level, tls=tls,
                               on_slowdown=self.components.metrics.count_slowdown)
 
     async def run(self) -> int:
         reader, writer = await asyncio.open_connection(sock=self.control_sock)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._stop_now.set)
+        reload_on_sighup(self.tls)  # the supervisor passes its SIGHUP on
         try:
+            users = user_directory(self.components)
             await self.components.start()
             peer_sock = unix_listener(Path(self.sockets[self.index]))
             self.listener.listen(BACKLOG)  # the kernel sends connections from now on
@@ -83,13 +93,14 @@ class Worker:
             await writer.drain()
             await self.components.stop()
             return 1
-        app = build_app(self.components)
+        watch = asyncio.ensure_future(users.watch())  # users changed by other workers
+        app = build_app(self.components, users)
         front = WorkerFront(app, index=self.index, links=self.links,
-                            status=self.components.status)
+                            status=self.components.status, gate=app.gate)
         own = WorkerFront(app, index=self.index, links=self.links,
                           status=self.components.status, fan_out=False)
         peer = _Server(self._config(own))
-        public = _Server(self._config(front))
+        public = _Server(self._config(front, self.tls))
         peer_task = asyncio.ensure_future(peer.serve(sockets=[peer_sock]))
         public_task = asyncio.ensure_future(public.serve(sockets=[self.listener]))
         try:
@@ -116,7 +127,7 @@ class Worker:
             peer.should_exit = True
             await peer_task
         finally:
-            for task in (public_task, peer_task):
+            for task in (public_task, peer_task, watch):
                 task.cancel()
             await self.links.aclose()
             await self.components.stop()
@@ -176,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--listen-fd", type=int, required=True)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a certificate reload, handled with TLS
     control_sock = socket.socket(fileno=args.control_fd)
     listener = socket.socket(fileno=args.listen_fd)
     try:
@@ -184,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sockets = [str(p) for p in config["sockets"]]
         _configure_logging(settings, args.index)
         assert settings.access_key is not None and settings.secret_key is not None
+        tls = server_tls(settings)
         components = build_components(
             settings, Credentials(settings.access_key, settings.secret_key))
     except EOFError:
@@ -193,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     assert components.cluster is not None
     components.cluster.transport.use_unix_sockets(dict(enumerate(sockets)))
-    worker = Worker(args.index, settings, components, sockets, listener, control_sock)
+    worker = Worker(args.index, settings, components, sockets, listener, control_sock, tls)
     tune_gc()
     return uvloop.run(worker.run())
 

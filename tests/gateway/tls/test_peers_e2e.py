@@ -1,0 +1,57 @@
+"""A two-member cluster whose members talk HTTPS to each other, trusting a private CA."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.cluster.ring import owner_index
+from tests.gateway.tls.certs import Authority
+from tests.gateway.tls.conftest import HttpsSquall
+from tests.support.server import free_port
+
+SECRET = "cluster-secret-for-the-tls-tests"
+
+
+def test_reads_and_writes_through_the_non_owner(ca: Authority, tmp_path: Path,
+                                                server_cert: tuple[Path, Path]) -> None:
+    ports = [free_port(), free_port()]
+    urls = [f"https://127.0.0.1:{p}" for p in ports]
+    members = [HttpsSquall(tmp_path / f"node{k}", *server_cert, ca.cert,
+                           ["--backend", f"posix:{tmp_path / 'shared'}", "--peers",
+                            ",".join(urls), "--node-id", str(k), "--peer-ca", str(ca.cert)],
+                           env={"SQUALL_CLUSTER_SECRET": SECRET}, port=ports[k])
+               for k in range(2)]
+    try:
+        for member in members:
+            member.start()
+        s3: list[Any] = [m.s3() for m in members]
+        s3[0].create_bucket(Bucket="tls-peers")
+        keys = [f"k{i}" for i in range(40)]
+        remote = [k for k in keys if owner_index(urls, "tls-peers", k) == 1][:5]
+        assert remote
+        for key in remote:  # written through member 0, owned by member 1
+            s3[0].put_object(Bucket="tls-peers", Key=key, Body=key.encode() * 1000)
+        for key in remote:
+            assert s3[0].get_object(Bucket="tls-peers", Key=key)["Body"].read() == \
+                key.encode() * 1000
+            assert s3[1].get_object(Bucket="tls-peers", Key=key)["Body"].read() == \
+                key.encode() * 1000
+        listed = {o["Key"] for o in s3[0].list_objects_v2(Bucket="tls-peers")["Contents"]}
+        assert set(remote) <= listed
+    finally:
+        for member in members:
+            member.stop()
+
+
+def test_an_https_member_needs_a_certificate(tmp_path: Path) -> None:
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(tmp_path / "data"), "--peers", f"https://127.0.0.1:{port}",
+         "--node-id", "0"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("serves plain HTTP: give it --tls-cert and --tls-key")
