@@ -12,18 +12,23 @@ from dataclasses import asdict
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from backends.base import ElasticBackend
 from backends.errors import StorageError
 from gateway import admin_errors
+from gateway.auth import admin
+from gateway.auth.status import StatusGate, StatusGuard
+from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import describe_single
+from gateway.cluster.peerauth import HEADER_BYTES as PEER_HEADER
 from gateway.components import Components
 from gateway.dashboard.routes import mount_dashboard
 from gateway.qos.api import register_routes as register_qos_routes
 from gateway.s3api.endpoint import S3Endpoint
 from gateway.s3api.errors import s3_error_for
+from gateway.users import UserDirectory, UserFile, admin_user
 
 log = logging.getLogger("squall")
 
@@ -48,16 +53,30 @@ class S3Dispatcher:
         await response(scope, receive, send)
 
 
-def build_app(components: Components) -> ASGIApp:
+def user_directory(components: Components) -> UserDirectory:
+    """The users the gateway authenticates (ValueError if the users file is damaged)."""
+    return UserDirectory(admin_user(components.credentials),
+                         UserFile(components.settings.users_path))
+
+
+def build_app(components: Components, users: UserDirectory | None = None) -> StatusGuard:
     """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace
-    (behind the cluster layer when peers are configured)."""
+    (behind the cluster layer when peers are configured); the status surface answers
+    only requests its gate allows (``.gate``). The lifespan keeps ``users`` current;
+    without a lifespan (workers), the caller runs ``users.watch()``."""
+    settings = components.settings
+    users = users if users is not None else user_directory(components)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await components.start()
+        watch = asyncio.ensure_future(users.watch())
         try:
             yield
         finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
             await components.stop()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
@@ -89,29 +108,27 @@ def build_app(components: Components) -> ASGIApp:
     async def cluster() -> JSONResponse:  # with peers, the cluster layer answers instead
         return JSONResponse(describe_single())
 
-    mount_dashboard(app, components)  # /_squall/ui: open like /_squall/status
+    mount_dashboard(app, components)  # /_squall/ui: gated like /_squall/status
 
-    creds = components.credentials
-
-    def secret_for(key: str) -> str | None:
-        return creds.secret_key if key == creds.access_key else None
-
-    settings = components.settings
-    endpoint = S3Endpoint(components.service, secret_for=secret_for, domain=settings.domain,
+    endpoint = S3Endpoint(components.service, secret_for=users.secret_for,
+                          user_for=users.user_for, domain=settings.domain,
                           metrics=components.metrics, sigv2=settings.sigv2,
                           region=settings.region, qos_gates=components.qos.gates)
 
-    def denied(request: Request) -> JSONResponse | None:
-        """The error response for a request not signed with our credentials, else None."""
-        try:
-            endpoint.authenticate(request.scope)
-        except StorageError as exc:
-            spec, message = s3_error_for(exc)
-            return JSONResponse({"error": spec.code, "message": message},
-                                status_code=spec.status)
-        return None
+    def access_key(scope: Scope) -> str:
+        return endpoint.authenticate(scope).access_key
 
-    register_qos_routes(app, components.qos, components.service, denied)  # /_squall/qos
+    def denied(request: Request) -> JSONResponse | None:
+        """The error response for a request not signed by a user, else None."""
+        return admin.refusal(request, access_key)
+
+    def not_admin(request: Request) -> JSONResponse | None:
+        """The error response for a request not signed by the admin, else None."""
+        return admin.refusal(request, access_key, admin_key=users.admin.access_key,
+                             what="change the gateway's settings")
+
+    register_user_routes(app, users, access_key)  # /_squall/users
+    register_qos_routes(app, components.qos, components.service, not_admin)  # /_squall/qos
 
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:
@@ -124,8 +141,8 @@ def build_app(components: Components) -> ASGIApp:
                                  media_type="application/x-ndjson")
 
     def elastic(request: Request) -> ElasticBackend | JSONResponse:
-        """The store with providers, or the error response (unsigned, no such store)."""
-        if (error := denied(request)) is not None:
+        """The store with providers, or the error response (not the admin, no such store)."""
+        if (error := not_admin(request)) is not None:
             return error
         if not isinstance(components.store, ElasticBackend):
             return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
@@ -156,8 +173,8 @@ def build_app(components: Components) -> ASGIApp:
     @app.post("/_squall/elastic/next-size")
     async def elastic_next_size(request: Request, size: int) -> JSONResponse:
         """Size the next elastic volume ``size`` bytes, once (``squall calibrate``).
-        Signed like an S3 request."""
-        if (error := denied(request)) is not None:
+        Signed by the admin."""
+        if (error := not_admin(request)) is not None:
             return error
         elastic = components.cache.elastic if components.cache is not None else None
         if elastic is None:
@@ -171,10 +188,26 @@ def build_app(components: Components) -> ASGIApp:
         elastic.set_next_size(size)
         return JSONResponse({"next_size_bytes": size})
 
+    gate = StatusGate(public=settings.public_status, token=settings.status_token,
+                      authenticate=endpoint.authenticate)
     dispatcher = S3Dispatcher(app, endpoint)
-    if components.cluster is not None:
-        return components.cluster.asgi(dispatcher, domain=components.settings.domain)
-    return dispatcher
+    if components.cluster is None:
+        return StatusGuard(dispatcher, gate)
+    auth = components.cluster.auth
+
+    def is_peer(scope: Scope) -> bool:  # members read each other's /_squall/cluster
+        marker = next((v for n, v in scope["headers"] if n == PEER_HEADER), None)
+        if marker is None:
+            return False
+        try:
+            auth.verify(scope["method"], scope.get("raw_path") or b"", scope["query_string"],
+                        marker.decode("latin-1"), once=False)
+        except StorageError:
+            return False
+        return True
+
+    return StatusGuard(components.cluster.asgi(dispatcher, domain=settings.domain), gate,
+                       is_peer)
 
 
 async def sync_progress(cache: CacheTier | None, bucket: str | None,

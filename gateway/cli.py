@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "gateway.store_cli": ("fsck", "providers"),
     "gateway.qos.cli": ("qos",),
     "gateway.dashboard.top": ("top",),
+    "gateway.users_cli": ("user",),
 }
 
 
@@ -92,6 +94,12 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     k.add_argument("--cluster-secret", help="shared secret authenticating peer traffic "
                                             "(required with more than one member; prefer "
                                             "SQUALL_CLUSTER_SECRET: flags show in ps)")
+    k.add_argument("--peer-ca", type=Path, help="PEM CA certificate(s) trusted for "
+                   "https:// members in --peers (a private CA)")
+    tls = p.add_argument_group("TLS (see docs/tls.md)")
+    tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve HTTPS "
+                     "(reloaded on SIGHUP)")
+    tls.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     lim = p.add_argument_group("limits and timeouts (see docs/s3-api.md, \"Limits\"; 0 = off)")
     lim.add_argument("--header-timeout", type=float,
                      help="seconds a client has to send a request line and headers "
@@ -113,6 +121,14 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                      help="requests in flight per process (default 512); more: 503 SlowDown")
     lim.add_argument("--backend-probe-interval", type=float,
                      help="seconds between reachability probes of an s3: backend (default 5)")
+    sec = p.add_argument_group("access (see docs/security.md)")
+    sec.add_argument("--public-status", action="store_const", const=True,
+                     help="serve /_squall/status, /metrics, /cluster and /ui without "
+                          "authentication (default: signed requests or the status token)")
+    sec.add_argument("--status-token",
+                     help="read-only token for the status views, sent as 'Authorization: "
+                          "Bearer TOKEN' (16 characters or more; prefer "
+                          "SQUALL_STATUS_TOKEN: flags show in ps)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 
@@ -191,6 +207,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     from gateway.preflight import preflight
 
+    os.umask(0o077)  # files and directories the gateway creates: 0600 / 0700
     try:
         if settings.workers > 1:
             from gateway.workers import plan

@@ -202,7 +202,8 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
         cost.register_metrics(metrics.registry)
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     cluster = None
-    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret)
+    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
+                                  peer_ca=settings.peer_ca)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend

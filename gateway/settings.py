@@ -7,13 +7,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from backends.units import parse_rate, parse_size
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cluster.settings import check_peers, split_peers
 from gateway.qos.model import QosSettings
+from gateway.users import USERS_FILE, check_secret
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256
@@ -94,6 +95,12 @@ class Settings(BaseSettings):
     peers: list[str] = Field(default_factory=list)
     node_id: int | None = Field(default=None, ge=0)
     cluster_secret: str | None = None
+    # A private CA (PEM) trusted for https:// members in peers, besides the system's.
+    peer_ca: Path | None = None
+    # HTTPS on the listening port (docs/tls.md): PEM certificate chain and private key,
+    # loaded again on SIGHUP.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     # Bucket lifecycle (docs/s3-api.md, "Lifecycle"): seconds between two scans, and the
     # length of a lifecycle "day" in seconds (86400 as S3; shorter only to test rules).
     lifecycle_interval: float = Field(default=3600.0, gt=0)
@@ -112,9 +119,21 @@ class Settings(BaseSettings):
     max_requests: int = Field(default=512, ge=0)  # in flight per process; more: SlowDown
     # Seconds between two reachability probes of a networked backend (s3:).
     backend_probe_interval: float = Field(default=5.0, gt=0)
+    # Access (docs/security.md): status, metrics, cluster view and dashboard readable
+    # without a signature; else a signed request or "Authorization: Bearer <status_token>".
+    public_status: bool = False
+    status_token: str | None = None
+    users_file: Path | None = None  # default: <data_dir>/users.json
     # Performance gears per bucket (docs/qos.md): the config file's [qos] table, with
     # a [qos.buckets.NAME] table per class.
     qos: QosSettings = Field(default_factory=QosSettings)
+
+    @field_validator("secret_key", "status_token")
+    @classmethod
+    def _check_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            check_secret(value, "the " + (info.field_name or "").replace("_", " "))
+        return value
 
     @field_validator("listen")
     @classmethod
@@ -156,6 +175,10 @@ class Settings(BaseSettings):
     @property
     def listen_address(self) -> ListenAddress:
         return ListenAddress.parse(self.listen)
+
+    @property
+    def users_path(self) -> Path:
+        return self.users_file or self.data_dir / USERS_FILE
 
     @property
     def backend_spec(self) -> BackendSpec:

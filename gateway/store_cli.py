@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import sys
-import urllib.parse
 from pathlib import Path
 
 import httpx
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 
+from gateway.auth.client import admin_request
 from gateway.settings import BackendSpec
 from gateway.sync_cli import _credentials
 
@@ -78,18 +75,13 @@ def _providers(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"squall providers: {exc}", file=sys.stderr)
         return 2
-    query = ""
+    params: dict[str, str] = {}
     if args.action == "add":
         params = {"path": args.path, **({"standby": "true"} if args.standby else {})}
-        query = "?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
     method = "POST" if args.action == "add" else "GET"
-    url = f"{args.endpoint.rstrip('/')}/_squall/providers{query}"
-    request = AWSRequest(method=method, url=url, data=b"")
-    request.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
-    S3SigV4Auth(creds, "s3", args.region).add_auth(request)
     try:
-        response = httpx.request(method, url, headers=dict(request.headers.items()),
-                                 timeout=60)
+        response = admin_request(args.endpoint, "/_squall/providers", creds, method=method,
+                                 params=params, region=args.region, timeout=60)
     except httpx.HTTPError as exc:
         print(f"squall providers: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
         return 1

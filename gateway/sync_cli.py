@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.parse
@@ -26,6 +27,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from gateway.humanize import format_bytes, format_duration
+from gateway.tls import add_ca_bundle_option, endpoint_context
 
 #: seconds between two progress lines when stderr is not a terminal
 LOG_INTERVAL_S = 5.0
@@ -51,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
     p.add_argument("--bucket", help="only this bucket")
     p.add_argument("--region", default="us-east-1")
+    add_ca_bundle_option(p)
 
 
 def _credentials() -> Credentials:
@@ -85,11 +88,12 @@ class Flushed:
 class Gateway:
     """Signed and unsigned requests to one gateway's admin routes."""
 
-    def __init__(self, endpoint: str, credentials: Credentials, region: str) -> None:
+    def __init__(self, endpoint: str, credentials: Credentials, region: str, *,
+                 verify: ssl.SSLContext | bool = True) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._credentials = credentials
         self._region = region
-        self._http = httpx.Client(timeout=httpx.Timeout(30.0, read=None))
+        self._http = httpx.Client(timeout=httpx.Timeout(30.0, read=None), verify=verify)
 
     def close(self) -> None:
         self._http.close()
@@ -117,8 +121,8 @@ class Gateway:
     def flushed(self) -> Flushed | None:
         """The flush counters now, None when the gateway does not report them."""
         try:
-            response = self._http.get(f"{self.endpoint}/_squall/status",
-                                      params={"workers": "all"}, timeout=10.0)
+            url = f"{self.endpoint}/_squall/status?workers=all"
+            response = self._http.get(url, headers=self._signed("GET", url), timeout=10.0)
             status = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -223,10 +227,11 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     try:
         creds = _credentials()
+        verify = endpoint_context(args.ca_bundle)
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
-    gateway = Gateway(args.endpoint, creds, args.region)
+    gateway = Gateway(args.endpoint, creds, args.region, verify=verify)
     try:
         return _sync(gateway, args.bucket)
     except SyncFailed as exc:

@@ -22,7 +22,8 @@ CORE = frozenset({
     "backends.regions", "backends.streams", "backends.units", "backends.upload_checksums",
 })
 #: Client helpers: what a client needs of the gateway's own protocol (the cluster ring).
-CLIENT_HELPERS = frozenset({"gateway.cluster.client", "gateway.cluster.ring"})
+CLIENT_HELPERS = frozenset({"gateway.auth.client", "gateway.cluster.client", "gateway.cluster.ring",
+                            "gateway.tls"})
 #: Known exceptions to the client rule, each with the reason it stands.
 CLIENT_EXCEPTIONS = {
     # The FUSE client maps S3 error codes to the same typed errors the gateway raises;

@@ -15,6 +15,7 @@ able to reach the member URLs (inside the cluster network). Standard library onl
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -25,9 +26,15 @@ from gateway.cluster.ring import HASH_NAME, owner_index
 CLUSTER_PATH = "/_squall/cluster"
 
 
-def fetch_ring(endpoint: str, *, timeout: float = 5.0) -> dict[str, Any]:
-    """The ring as a member at ``endpoint`` reports it (members empty: no cluster)."""
-    with urllib.request.urlopen(endpoint.rstrip("/") + CLUSTER_PATH, timeout=timeout) as r:
+def fetch_ring(endpoint: str, *, timeout: float = 5.0,
+               context: ssl.SSLContext | None = None,
+               headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ring as a member at ``endpoint`` reports it (members empty: no cluster);
+    ``context`` verifies an https:// endpoint; ``headers`` authorize the read (the
+    status views are closed by default: gateway.auth.client.status_headers)."""
+    request = urllib.request.Request(endpoint.rstrip("/") + CLUSTER_PATH,
+                                     headers=dict(headers or {}))
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as r:
         ring: dict[str, Any] = json.loads(r.read())
     if ring.get("members") and ring.get("hash") != HASH_NAME:
         raise ValueError(f"unknown ring hash {ring.get('hash')!r} (this client knows "

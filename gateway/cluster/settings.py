@@ -6,6 +6,7 @@ import socket
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from gateway.cluster.ring import Ring, normalize_url
 
@@ -38,6 +39,8 @@ class ClusterSettings:
     read_timeout_s: float = 600.0
     max_skew_s: float = 30.0
     connections_per_peer: int = 128
+    #: PEM CA certificates trusted for https:// members, besides the system's
+    peer_ca: Path | None = None
 
 
 def find_self(members: Sequence[str], names: Sequence[str]) -> int:
@@ -63,7 +66,8 @@ def _is_ip(host: str) -> bool:
 
 
 def cluster_settings(peers: Sequence[str], node_id: int | None,
-                     secret: str | None) -> ClusterSettings | None:
+                     secret: str | None, *, peer_ca: Path | None = None
+                     ) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
     a user can act on for an inconsistent combination."""
     if not peers:
@@ -83,4 +87,4 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
         raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
                          "characters long")
     return ClusterSettings(ring=Ring(tuple(members), node_id),
-                           secret=(secret or "").encode())
+                           secret=(secret or "").encode(), peer_ca=peer_ca)

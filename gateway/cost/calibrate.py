@@ -88,7 +88,7 @@ class GatewayClient:
         return response
 
     def status(self) -> dict[str, Any]:
-        data = self._client().get(f"{self.endpoint}/_squall/status").json()
+        data = self.request("GET", "/_squall/status").json()  # signed
         if not isinstance(data, dict):
             raise CalibrationFailed("/_squall/status did not return an object")
         return data

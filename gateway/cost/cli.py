@@ -28,6 +28,7 @@ from gateway.cost.predict import (
     predict,
     predict_schedule,
 )
+from gateway.tls import add_ca_bundle_option, endpoint_context
 
 COMMANDS = ("cost", "calibrate", "predict", "advise")
 
@@ -88,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--csv", type=Path, help="also write the recent series as CSV")
     c.add_argument("--plot", type=Path, help="also plot it as PNG (needs matplotlib)")
     c.add_argument("--json", action="store_true", help="print the cost object as JSON")
+    add_ca_bundle_option(c)
 
     k = sub.add_parser("calibrate", help="measure B(x) and D(x) of a running gateway",
                        description="Write datasets of the given sizes with parallel writers "
@@ -169,9 +171,11 @@ def run(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     import httpx
 
+    from gateway.auth.client import status_headers
+
     url = f"{args.endpoint.rstrip('/')}/_squall/status"
     try:
-        response = httpx.get(url, timeout=10.0)
+        response = httpx.get(url, headers=status_headers(url), timeout=10.0, verify=endpoint_context(args.ca_bundle))
         response.raise_for_status()
         status = response.json()
     except (httpx.HTTPError, json.JSONDecodeError) as exc:

@@ -9,6 +9,8 @@ as ``squall sync`` signs its own; the gateway answers it without, like its statu
 from __future__ import annotations
 
 import argparse
+import os
+import ssl
 import sys
 import time
 from datetime import datetime
@@ -23,10 +25,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from gateway.auth.client import TOKEN_ENV
 from gateway.cost.calibrate import credentials_from_env
 from gateway.dashboard.routes import DATA_PATH
 from gateway.dashboard.snapshot import RATE_WINDOW_S
 from gateway.humanize import format_bytes, format_duration
+from gateway.tls import add_ca_bundle_option, endpoint_context
 
 COMMAND = "top"
 ERRORS_SHOWN = 8
@@ -46,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
                    help="refresh period (default 1)")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
+    add_ca_bundle_option(p)
 
 
 def _interval(text: str) -> float:
@@ -61,18 +66,21 @@ def _interval(text: str) -> float:
 class Poller:
     """GETs the dashboard document, signed when credentials are set."""
 
-    def __init__(self, endpoint: str, region: str) -> None:
+    def __init__(self, endpoint: str, region: str, *,
+                 verify: ssl.SSLContext | bool = True) -> None:
         self.url = endpoint.rstrip("/") + DATA_PATH
         try:
             credentials: Credentials | None = credentials_from_env()
         except ValueError:
             credentials = None
         self._auth = S3SigV4Auth(credentials, "s3", region) if credentials else None
-        self._client = httpx.Client(timeout=10.0)
+        self._client = httpx.Client(timeout=10.0, verify=verify)
 
     def fetch(self) -> dict[str, Any]:
         headers: dict[str, str] = {}
-        if self._auth is not None:
+        if os.environ.get(TOKEN_ENV):
+            headers = {"Authorization": f"Bearer {os.environ[TOKEN_ENV]}"}
+        elif self._auth is not None:
             request = AWSRequest(method="GET", url=self.url, data=b"")
             self._auth.add_auth(request)
             headers = dict(request.headers.items())
@@ -107,7 +115,12 @@ def _reason(response: httpx.Response) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    poller = Poller(args.endpoint, args.region)
+    try:
+        verify = endpoint_context(args.ca_bundle)
+    except ValueError as exc:
+        print(f"squall top: {exc}", file=sys.stderr)
+        return 2
+    poller = Poller(args.endpoint, args.region, verify=verify)
     console = Console()
     try:
         doc = poller.fetch()

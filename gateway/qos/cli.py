@@ -9,17 +9,14 @@ sent; a refusal by the gateway or an unreachable gateway exits 1.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
-import urllib.parse
 from typing import Any
 
 import httpx
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 from pydantic import ValidationError
 
+from gateway.auth.client import admin_request
 from gateway.cost.calibrate import credentials_from_env
 from gateway.qos.api import validation_message
 from gateway.qos.model import QosClass
@@ -70,13 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _request(args: argparse.Namespace, method: str, params: dict[str, str]) -> httpx.Response:
-    creds = credentials_from_env()
-    query = urllib.parse.urlencode(sorted(params.items()), quote_via=urllib.parse.quote)
-    url = f"{args.endpoint.rstrip('/')}/_squall/qos" + (f"?{query}" if query else "")
-    signed = AWSRequest(method=method, url=url, data=b"")
-    signed.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
-    S3SigV4Auth(creds, "s3", args.region).add_auth(signed)
-    return httpx.request(method, url, headers=dict(signed.headers.items()), timeout=30.0)
+    return admin_request(args.endpoint, "/_squall/qos", credentials_from_env(), method=method,
+                         params=params, region=args.region)
 
 
 def _class_params(args: argparse.Namespace) -> dict[str, str]:

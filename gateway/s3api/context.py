@@ -13,6 +13,7 @@ from gateway.s3api.body import RequestBody, request_body
 from gateway.s3api.errors import InvalidArgument, MalformedXML
 from gateway.s3api.sigv4 import AuthContext
 from gateway.service import ObjectService
+from gateway.users import User
 
 MAX_XML_BODY = 2 * 1024 * 1024
 
@@ -28,6 +29,7 @@ class S3Request:
     auth: AuthContext
     request_id: str
     service: ObjectService
+    user: User | None = None  # who signed it; None: unsigned (a CORS preflight)
 
     @property
     def resource(self) -> str:

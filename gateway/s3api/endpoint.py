@@ -34,6 +34,7 @@ from gateway.s3api.routing import Level, route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
 from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate
 from gateway.service import ObjectService
+from gateway.users import User
 
 log = logging.getLogger("squall.s3")
 
@@ -74,6 +75,10 @@ def parse_target(raw_path: bytes, host: str, domain: str | None) -> Target:
     return Target(bucket, key)
 
 
+def _nobody(access_key: str) -> User | None:
+    return None
+
+
 def _has_body(headers: dict[str, str]) -> bool:
     return headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
 
@@ -82,7 +87,8 @@ class S3Endpoint:
     """Starlette endpoint serving the whole S3 namespace."""
 
     def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
-                 domain: str | None, metrics: Metrics, sigv2: bool = True,
+                 domain: str | None, metrics: Metrics,
+                 user_for: Callable[[str], User | None] | None = None, sigv2: bool = True,
                  region: str = "us-east-1",
                  qos_gates: Mapping[str, ClassGate] | None = None) -> None:
         self._service = service
@@ -90,6 +96,7 @@ class S3Endpoint:
         # without a class costs one dict lookup per request.
         self._qos_gates: Mapping[str, ClassGate] = qos_gates if qos_gates is not None else {}
         self._secret_for = secret_for
+        self._user_for = user_for if user_for is not None else _nobody
         self._domain = domain.lower() if domain else None
         self._sigv2 = sigv2
         self._region = region
@@ -131,7 +138,7 @@ class S3Endpoint:
             if unroutable is not None:
                 raise unroutable
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
-                            auth, request_id, self._service)
+                            auth, request_id, self._service, self._user_for(auth.access_key))
             gate = self._qos_gates.get(target.bucket)
             if gate is None:
                 response = await HANDLERS[operation](req)

@@ -10,10 +10,21 @@ from defusedxml import ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
 
 from gateway.s3api.errors import MalformedXML
+from gateway.users import User
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
-# The gateway has one account; every object and upload is owned and initiated by it.
+# Objects and uploads are shown owned and initiated by the gateway (no per-object owners
+# yet); ListBuckets names the caller (:func:`owner`).
 OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
+
+
+def owner(user: User | None) -> str:
+    """``<Owner>`` naming ``user`` (its canonical id and name); OWNER without one."""
+    if user is None:
+        return OWNER
+    return f"<Owner>{el('ID', user.canonical_id)}{el('DisplayName', user.name)}</Owner>"
+
+
 INITIATOR = "<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>"
 _DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from backends.units import format_size, parse_size
+from gateway.auth.client import status_headers
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials
@@ -62,7 +63,8 @@ async def run_burst(endpoint: str, signer: Signer, *, clients: int, size: int) -
 def drain(endpoint: str, poll_s: float = 0.05) -> float:
     """Seconds until the gateway reports no dirty bytes (polling /_squall/status)."""
     started = time.perf_counter()
-    while httpx.get(f"{endpoint}/_squall/status").json().get("dirty_bytes", 0):
+    url = f"{endpoint}/_squall/status"
+    while httpx.get(url, headers=status_headers(url)).json().get("dirty_bytes", 0):
         time.sleep(poll_s)
     return time.perf_counter() - started
 

@@ -19,6 +19,7 @@ from typing import Any, Self
 
 import httpx
 
+from gateway.auth.client import status_headers
 from gateway.cost.calibrate import GatewayClient, credentials_from_env, write_dataset
 
 MB = 1_000_000
@@ -90,7 +91,7 @@ class Sampler:
         with httpx.Client(timeout=10) as client:
             while not self._stop.is_set():
                 try:
-                    s = client.get(self._url).json()
+                    s = client.get(self._url, headers=status_headers(self._url)).json()
                 except (httpx.HTTPError, ValueError):
                     s = {}
                 self.samples.append({

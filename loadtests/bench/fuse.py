@@ -342,7 +342,7 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
     endpoint = f"http://127.0.0.1:{port}"
     server = ServerProcess(
         [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-         "--data-dir", str(workdir / "data"), "--log-level", "warning"],
+         "--data-dir", str(workdir / "data"), "--log-level", "warning", "--public-status"],
         endpoint=endpoint, log_path=workdir / "gateway.log", env=child_env())
     cold_reads = drop_page_cache and drop_caches()
     extra: list[str] = [] if cold_reads else [

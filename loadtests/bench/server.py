@@ -17,6 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from gateway.auth.client import status_headers
+
 HEALTH_PATH = "/_squall/health"
 STATUS_PATH = "/_squall/status"
 
@@ -43,7 +45,9 @@ def is_healthy(url: str, timeout: float = 1.0) -> bool:
 def squall_status(endpoint: str) -> dict[str, Any] | None:
     """A Squall endpoint's ``/_squall/status``; None for another server (or none)."""
     try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + STATUS_PATH, timeout=5) as resp:
+        url = endpoint.rstrip("/") + STATUS_PATH
+        request = urllib.request.Request(url, headers=status_headers(url))
+        with urllib.request.urlopen(request, timeout=5) as resp:
             status = json.loads(resp.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -180,9 +184,11 @@ def squall_credentials(prefix: str = "BENCH") -> dict[str, str]:
 
 def squall_server(name: str, args: Sequence[str], work: Path,
                   env: Mapping[str, str]) -> ServerProcess:
-    """``squall serve`` on a free loopback port with its data under ``work/name``."""
+    """``squall serve`` on a free loopback port with its data under ``work/name`` (status
+    views public on loopback: the driver samples them)."""
     port = free_port()
     argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(work / name), "--log-level", "warning", *args]
+            "--data-dir", str(work / name), "--log-level", "warning", "--public-status",
+            *args]
     return ServerProcess(argv, endpoint=f"http://127.0.0.1:{port}",
                          log_path=work / f"{name}.log", env={**os.environ, **env})

@@ -320,7 +320,8 @@ def test_elastic_serve_example(tmp_path: Path) -> None:
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 env=shell_env(SQUALL_LISTEN=f"127.0.0.1:{port}",
                                               SQUALL_ACCESS_KEY=ACCESS_KEY,
-                                              SQUALL_SECRET_KEY=SECRET_KEY))
+                                              SQUALL_SECRET_KEY=SECRET_KEY,
+                                              SQUALL_PUBLIC_STATUS="true"))
     try:
         wait_healthy([port], proc, log)
         status = httpx.get(f"http://127.0.0.1:{port}/_squall/status").json()

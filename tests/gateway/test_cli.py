@@ -74,7 +74,7 @@ def test_default_serve_generates_credentials_once(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUALL_")}
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--listen",
-                             f"127.0.0.1:{port}"], cwd=tmp_path, env=env,
+                             f"127.0.0.1:{port}", "--public-status"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         server = SquallProcess(tmp_path / "squall-data", port=port)

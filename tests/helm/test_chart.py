@@ -194,7 +194,8 @@ def test_generated_secret_holds_every_key_the_pods_read(renderings: Path) -> Non
     resources = manifests(renderings, "default")
     secret = one(resources, "Secret")
     keys = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    assert keys.keys() == {"access-key", "secret-key", "cluster-secret"}
+    assert keys.keys() == {"access-key", "secret-key", "cluster-secret", "status-token"}
+    assert len(keys["status-token"]) == 40
     assert keys["access-key"].startswith("SQ") and len(keys["access-key"]) == 20
     assert len(keys["secret-key"]) == 40 and len(keys["cluster-secret"]) == 48
     for name, key in (("SQUALL_ACCESS_KEY", "access-key"), ("SQUALL_SECRET_KEY", "secret-key")):
@@ -211,6 +212,8 @@ def test_existing_secrets_replace_the_generated_one(renderings: Path) -> None:
         "SQUALL_ACCESS_KEY": {"name": "squall-credentials", "key": "AWS_ACCESS_KEY_ID"},
         "SQUALL_SECRET_KEY": {"name": "squall-credentials", "key": "AWS_SECRET_ACCESS_KEY"},
         "SQUALL_CLUSTER_SECRET": {"name": "squall-credentials", "key": "CLUSTER_SECRET"},
+        "SQUALL_STATUS_TOKEN": {"name": "squall-credentials", "key": "status-token",
+                                "optional": True},
         "SQUALL_UPSTREAM_ACCESS_KEY": {"name": "minio-credentials",
                                        "key": "upstream-access-key"},
         "SQUALL_UPSTREAM_SECRET_KEY": {"name": "minio-credentials",
@@ -254,8 +257,11 @@ def test_service_monitor_and_disruption_budget(renderings: Path) -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= \
         headless["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    secret = one(resources, "Secret")["metadata"]["name"]
     assert monitor["spec"]["endpoints"] == [
-        {"port": "http", "path": "/_squall/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
+        {"port": "http", "path": "/_squall/metrics", "interval": "30s", "scrapeTimeout": "10s",
+         "authorization": {"type": "Bearer",
+                           "credentials": {"name": secret, "key": "status-token"}}}]
     assert [p["name"] for p in headless["spec"]["ports"]] == ["http"]
 
 
@@ -303,12 +309,16 @@ def test_rendered_config_and_secret_start_a_gateway(renderings: Path, tmp_path: 
         tmp_path / "data",
         ["--config", str(tmp_path / "squall.toml"), "--cache-dir", str(tmp_path / "cache"),
          "--backend", f"posix:{tmp_path / 'objects'}"],
-        env={"SQUALL_ACCESS_KEY": keys["access-key"], "SQUALL_SECRET_KEY": keys["secret-key"]},
+        env={"SQUALL_ACCESS_KEY": keys["access-key"], "SQUALL_SECRET_KEY": keys["secret-key"],
+             "SQUALL_STATUS_TOKEN": keys["status-token"]},
+        public_status=False,
     ).start()
+    scrape = {"Authorization": f"Bearer {keys['status-token']}"}  # as the ServiceMonitor
     try:
         probe = container(resources)["readinessProbe"]["httpGet"]["path"]
         assert httpx.get(server.endpoint + probe, timeout=10).status_code == 200
-        metrics = httpx.get(server.endpoint + "/_squall/metrics", timeout=10)
+        assert httpx.get(server.endpoint + "/_squall/metrics", timeout=10).status_code == 403
+        metrics = httpx.get(server.endpoint + "/_squall/metrics", headers=scrape, timeout=10)
         assert metrics.status_code == 200
         s3 = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
                           aws_access_key_id=keys["access-key"],
@@ -318,7 +328,8 @@ def test_rendered_config_and_secret_start_a_gateway(renderings: Path, tmp_path: 
         s3.create_bucket(Bucket="helm")
         s3.put_object(Bucket="helm", Key="k", Body=b"rendered")
         assert s3.get_object(Bucket="helm", Key="k")["Body"].read() == b"rendered"
-        status = httpx.get(server.endpoint + "/_squall/status", timeout=10).json()
+        status = httpx.get(server.endpoint + "/_squall/status", headers=scrape,
+                           timeout=10).json()
         assert status["cache"] is True
     finally:
         assert server.stop() == 0, server.log()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -43,7 +45,10 @@ class SquallProcess:
     """A gateway subprocess; ``stop()`` (SIGTERM) or ``kill()`` (SIGKILL) by its PID."""
 
     def __init__(self, data_dir: Path, args: Sequence[str] = (), *,
-                 env: dict[str, str] | None = None, port: int | None = None) -> None:
+                 env: dict[str, str] | None = None, port: int | None = None,
+                 public_status: bool = True) -> None:
+        """``public_status``: the status views open to unsigned reads, as most tests
+        (not about access) read them; False keeps the gateway's closed default."""
         self.data_dir = data_dir
         self.port = port or free_port()
         self.args = list(args)
@@ -52,6 +57,7 @@ class SquallProcess:
             # The suite runs against multi-process gateways too (docs/workers.md).
             self.args += ["--workers", workers]
         self.env = {"SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY,
+                    "SQUALL_PUBLIC_STATUS": "true" if public_status else "false",
                     **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{self.port}.log"
@@ -60,7 +66,11 @@ class SquallProcess:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> SquallProcess:
+    def verify(self) -> ssl.SSLContext | bool:
+        """How a client verifies the gateway's certificate (an HTTPS subclass says)."""
+        return True
+
+    def start(self, timeout: float = 30.0) -> Self:
         env = {**os.environ, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -72,7 +82,8 @@ class SquallProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"squall exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.endpoint}/_squall/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.endpoint}/_squall/health", timeout=1,
+                             verify=self.verify()).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

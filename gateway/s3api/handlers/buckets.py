@@ -19,7 +19,7 @@ from gateway.s3api.errors import (
     s3_error_for,
 )
 from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, parse, text
+from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, owner, parse, text
 from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
 
@@ -61,7 +61,7 @@ async def list_buckets(req: S3Request) -> Response:
     next_token = _encode_token(page[-1].name) if paginated and len(buckets) > len(page) \
         else None
     return xml_response("ListAllMyBucketsResult", [
-        OWNER, f"<Buckets>{items}</Buckets>", opt("ContinuationToken", next_token),
+        owner(req.user), f"<Buckets>{items}</Buckets>", opt("ContinuationToken", next_token),
         opt("Prefix", prefix if "prefix" in req.query else None)])
 
 

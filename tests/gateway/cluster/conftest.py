@@ -23,18 +23,24 @@ SLOW_BACKEND = ("--backend-bandwidth", "1B/s", "--inactivity-delay", "3600")
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, args: Sequence[str] = ()) -> None:
+    def __init__(self, root: Path, size: int = 3, args: Sequence[str] = (), *,
+                 status_token: str | None = None) -> None:
+        """``status_token``: the status views closed (the gateway's default) and read
+        with this bearer token; else open to unsigned reads."""
         self.root = root
+        self.status_token = status_token
         ports = [free_port() for _ in range(size)]
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
         self.nodes = [self.member(i, ports[i], args) for i in range(size)]
         self.clients: list[Any] = []
 
     def member(self, node: int, port: int, args: Sequence[str]) -> SquallProcess:
+        token = ["--status-token", self.status_token] if self.status_token else []
         return SquallProcess(self.root / f"node{node}", [
             "--backend", f"posix:{self.root / 'shared'}", "--peers", ",".join(self.urls),
-            "--node-id", str(node), "--min-part-size", "1024", *args],
-            env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port)
+            "--node-id", str(node), "--min-part-size", "1024", *token, *args],
+            env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port,
+            public_status=self.status_token is None)
 
     def start(self) -> Cluster:
         with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
@@ -67,8 +73,11 @@ class Cluster:
     def forwarded(self) -> float:
         """Requests the members have forwarded to an owner, in all."""
         total = 0.0
+        auth = {"Authorization": f"Bearer {self.status_token}"} if self.status_token else {}
         for node in self.nodes:
-            for line in httpx.get(f"{node.endpoint}/_squall/metrics").text.splitlines():
+            metrics = httpx.get(f"{node.endpoint}/_squall/metrics", headers=auth)
+            metrics.raise_for_status()
+            for line in metrics.text.splitlines():
                 if line.startswith("squall_cluster_forwarded_requests_total"):
                     total += float(line.rsplit(" ", 1)[1])
         return total

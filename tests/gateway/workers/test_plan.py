@@ -13,7 +13,7 @@ from gateway.workers import layout, plan
 from gateway.workers.front import merge_metrics
 from gateway.workers.links import Answer
 
-CREDS = Credentials("AK", "SK")
+CREDS = Credentials("AK", "a-secret-key-of-24-chars")
 
 
 def test_worker_settings_share_the_backend_and_split_the_budgets(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_worker_settings_share_the_backend_and_split_the_budgets(tmp_path: Path)
     assert derived.backend_iops == 50.0
     assert derived.peers == ["http://worker-0", "http://worker-1"]
     assert derived.node_id == 1
-    assert (derived.access_key, derived.secret_key) == ("AK", "SK")
+    assert (derived.access_key, derived.secret_key) == ("AK", "a-secret-key-of-24-chars")
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

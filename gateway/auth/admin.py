@@ -1,0 +1,29 @@
+"""Who may call the signed admin routes under ``/_squall/`` (docs/security.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi.responses import JSONResponse
+from starlette.requests import Request
+from starlette.types import Scope
+
+from backends.errors import StorageError
+from gateway.s3api.errors import s3_error_for
+
+
+def refusal(request: Request, authenticate: Callable[[Scope], str], *,
+            admin_key: str | None = None, what: str = "call this") -> JSONResponse | None:
+    """The error response for ``request``, else None: unsigned or badly signed (the S3
+    error), or, with ``admin_key``, signed by another user (403 AccessDenied).
+    ``authenticate(scope)`` returns the signer's access key or raises StorageError."""
+    try:
+        access_key = authenticate(request.scope)
+    except StorageError as exc:
+        spec, message = s3_error_for(exc)
+        return JSONResponse({"error": spec.code, "message": message},
+                            status_code=spec.status)
+    if admin_key is not None and access_key != admin_key:
+        return JSONResponse({"error": "AccessDenied", "message": f"Only the admin may {what}."},
+                            status_code=403)
+    return None

@@ -1,0 +1,63 @@
+"""``/_squall/users``: the admin's API for users (signed by the admin's key pair).
+
+``GET`` lists them (no secrets); ``POST ?name=NAME`` adds one and answers its key pair
+once; ``DELETE ?name=NAME`` removes one, whose key is refused from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.requests import Request
+from starlette.types import Scope
+
+from gateway.auth import admin
+from gateway.users import NoSuchUser, UserDirectory, UserError, UserExists, new_user
+
+PATH = "/_squall/users"
+
+
+def register_routes(app: FastAPI, users: UserDirectory,
+                    authenticate: Callable[[Scope], str]) -> None:
+    """Add the routes; ``authenticate(scope)`` returns the signer's access key or raises
+    StorageError."""
+
+    def refusal(request: Request) -> JSONResponse | None:
+        return admin.refusal(request, authenticate, admin_key=users.admin.access_key,
+                             what="manage users")
+
+    @app.get(PATH)
+    async def list_users(request: Request) -> JSONResponse:
+        if (error := refusal(request)) is not None:
+            return error
+        return JSONResponse({"users": [u.public() for u in users.users()]})
+
+    @app.post(PATH)
+    async def add_user(request: Request, name: str) -> JSONResponse:
+        if (error := refusal(request)) is not None:
+            return error
+        try:
+            user = await asyncio.to_thread(lambda: users.add(new_user(name)))
+        except UserError as exc:
+            return _invalid(exc)
+        return JSONResponse({"user": {**user.public(), "secret_key": user.secret_key}})
+
+    @app.delete(PATH)
+    async def remove_user(request: Request, name: str) -> JSONResponse:
+        if (error := refusal(request)) is not None:
+            return error
+        try:
+            gone = await asyncio.to_thread(users.remove, name)
+        except UserError as exc:
+            return _invalid(exc)
+        return JSONResponse({"removed": gone.public()})
+
+
+def _invalid(exc: UserError) -> JSONResponse:
+    code, status = ("NoSuchEntity", 404) if isinstance(exc, NoSuchUser) else \
+        ("EntityAlreadyExists", 409) if isinstance(exc, UserExists) else \
+        ("InvalidArgument", 400)
+    return JSONResponse({"error": code, "message": str(exc)}, status_code=status)
