@@ -4,12 +4,12 @@ reported by ``/_squall/status`` and ``/_squall/health``."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
 
 from backends.base import ProbedBackend
+from gateway.background import BackgroundLoop
 
 log = logging.getLogger("squall.backend")
 
@@ -20,20 +20,16 @@ class BackendWatch:
     def __init__(self, store: ProbedBackend, *, interval_s: float) -> None:
         self._store = store
         self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, "backend-watch")
         #: why the store cannot be reached, or None while it answers (or is not probed yet)
         self.problem: str | None = None
         self._since = time.time()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="backend-watch")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     async def check(self) -> str | None:
         """Probe once now; the state (and the log, on a change) follow the answer."""

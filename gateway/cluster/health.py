@@ -9,7 +9,6 @@ come back serves at once and one that has just died fails with a clear 503.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import json
 import logging
@@ -19,6 +18,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from gateway.background import BackgroundLoop
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.ring import Ring
 from gateway.cluster.transport import PeerTransport
@@ -52,7 +52,7 @@ class HealthMonitor:
         now = time.time()
         self.states = {i: MemberState(since=now) for i in range(len(ring.members))
                        if i != ring.self_index}
-        self._task: asyncio.Task[None] | None = None
+        self._background = BackgroundLoop(self._loop, "cluster-health")
         self._gauge: Gauge | None = None
         if registry is not None:
             self._gauge = Gauge("squall_cluster_member_up",
@@ -61,14 +61,10 @@ class HealthMonitor:
 
     def start(self) -> None:
         if self.states:
-            self._task = asyncio.ensure_future(self._loop())
+            self._background.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
 
     async def _loop(self) -> None:
         while True:

@@ -16,7 +16,6 @@ affected by that trimming.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import logging
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.background import BackgroundLoop
 from gateway.cost import model
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class CostMeter:
         self._first: float | None = None
         self._last: MeterPoint | None = None
         self._cache_gb_s = 0.0  # integral of M(x) dx so far, in GB*s
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, "squall-cost-meter")
         #: per bucket, the integral of its QoS class's reserved bandwidth in MB (the
         #: QoS controller's ``reserved_mb``); None: no QoS classes are billed
         self.qos_reserved_mb: Callable[[], Mapping[str, float]] | None = None
@@ -155,19 +155,13 @@ class CostMeter:
     # -- lifespan --------------------------------------------------------------------
     async def start(self) -> None:
         """Start sampling in a background task (call from the application lifespan)."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                                name="squall-cost-meter")
+        self._loop.start()
 
     async def stop(self) -> None:
         """Stop sampling; takes a last sample so the total covers the whole run."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        self._safe_sample()
+        if self._loop.running:
+            await self._loop.stop()
+            self._safe_sample()
 
     async def _run(self) -> None:
         while True:

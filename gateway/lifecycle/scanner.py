@@ -19,7 +19,6 @@ handled by exactly one process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -30,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from backends.base import ObjectInfo
 from backends.errors import NoSuchKey, NoSuchUpload, NoSuchVersion, StorageError
+from gateway.background import BackgroundLoop
 from gateway.lifecycle.rules import DAY, Rule
 from gateway.service import ObjectService
 from gateway.versioning import VersioningStatus
@@ -82,19 +82,15 @@ class LifecycleScanner:
         self._clock = clock
         self._metrics = _Metrics(registry)
         self.counts = LifecycleCounts()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, "lifecycle-scanner")
         self._last_scan: tuple[float, float] | None = None  # (started, seconds)
         self._last_error: str | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="lifecycle-scanner")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     def status(self) -> dict[str, object]:
         status: dict[str, object] = {"interval_s": self._interval,

@@ -10,12 +10,12 @@ drive it with a scripted clock; ``start()`` runs it every ``interval`` seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gateway.background import BackgroundLoop
 from gateway.qos.demand import IDLE, DemandMeter, Use, sample
 from gateway.qos.gate import ClassGate
 from gateway.qos.gears import GearState, Tuning
@@ -47,7 +47,7 @@ class QosController:
         self.utilization = 0.0
         #: per bucket: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
         self._used: dict[str, Use] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, "squall-qos")
         self._apply()
 
     # -- classes -----------------------------------------------------------------------
@@ -159,15 +159,10 @@ class QosController:
         return decisions
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="squall-qos")
+        self._loop.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:

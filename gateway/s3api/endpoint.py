@@ -113,7 +113,7 @@ class S3Endpoint:
         resource = scope["path"]
         query: dict[str, str] = {}
         auth: AuthContext | None = None
-        failure: BaseException | None = None
+        error_code = ""  # the S3 error answered, for the access log
         pairs = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in scope["headers"]]
         headers: dict[str, str] = {}
         for name, value in pairs:
@@ -147,12 +147,10 @@ class S3Endpoint:
                 response = await HANDLERS[operation](req)
                 gate.charge_response(request.method, response)
         except StorageError as exc:
-            failure = exc
-            response = self._error(exc, request, resource, request_id, operation)
+            response, error_code = self._error(exc, request, resource, request_id, operation)
         except Exception as exc:
-            failure = exc
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
-            response = self._error(exc, request, resource, request_id, operation)
+            response, error_code = self._error(exc, request, resource, request_id, operation)
         if "origin" in headers and operation != "PreflightRequest":
             response.headers.update(await self._cors_headers(resource, headers,
                                                              request.method))
@@ -167,7 +165,7 @@ class S3Endpoint:
         if ACCESS_LOG.isEnabledFor(logging.INFO):
             log_request(request_id=request_id, operation=operation, method=request.method,
                         resource=resource, response=response,
-                        error_code=s3_error_for(failure)[0].code if failure else "",
+                        error_code=error_code,
                         access_key=auth.access_key if auth is not None else
                         claimed_access_key(headers, query),
                         request_headers=headers, seconds=elapsed)
@@ -212,7 +210,8 @@ class S3Endpoint:
         return host[: -len(self._domain) - 1] if host.endswith("." + self._domain) else None
 
     def _error(self, exc: BaseException, request: Request, resource: str,
-               request_id: str, operation: str) -> Response:
+               request_id: str, operation: str) -> tuple[Response, str]:
+        """The S3 error response for ``exc`` and its error code (counted, recorded)."""
         spec, message = s3_error_for(exc)
         if spec.code == "SlowDown":
             self._metrics.count_slowdown()
@@ -225,4 +224,4 @@ class S3Endpoint:
             extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
         extra.update(getattr(exc, "response_headers", {}))
         return error_response(spec, message, resource=resource, request_id=request_id,
-                              head=request.method == "HEAD", extra=extra)
+                              head=request.method == "HEAD", extra=extra), spec.code
