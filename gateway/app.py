@@ -128,7 +128,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
                              what="change the gateway's settings")
 
     register_user_routes(app, users, access_key)  # /_squall/users
-    register_qos_routes(app, components.qos, components.service, not_admin)  # /_squall/qos
+    register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:

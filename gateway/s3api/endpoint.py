@@ -17,6 +17,7 @@ from starlette.types import Scope
 from backends.errors import StorageError
 from gateway.metrics import Metrics
 from gateway.qos.gate import ClassGate
+from gateway.qos.model import user_class
 from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, InvalidRequest, ProtocolError, s3_error_for
@@ -139,13 +140,10 @@ class S3Endpoint:
                 raise unroutable
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service, self._user_for(auth.access_key))
-            gate = self._qos_gates.get(target.bucket)
-            if gate is None:
-                response = await HANDLERS[operation](req)
+            if self._qos_gates:
+                response = await self._paced(req)
             else:
-                await gate.admit(headers)
                 response = await HANDLERS[operation](req)
-                gate.charge_response(request.method, response)
         except StorageError as exc:
             response, error_code = self._error(exc, request, resource, request_id, operation)
         except Exception as exc:
@@ -169,6 +167,18 @@ class S3Endpoint:
                         access_key=auth.access_key if auth is not None else
                         claimed_access_key(headers, query),
                         request_headers=headers, seconds=elapsed)
+        return response
+
+    async def _paced(self, req: S3Request) -> Response:
+        """Run ``req`` at the pace of its QoS classes: its bucket's and its user's."""
+        gates = self._qos_gates
+        chosen = [gate for gate in (gates.get(req.bucket), gates.get(user_class(req.user.name))
+                                    if req.user is not None else None) if gate is not None]
+        for gate in chosen:
+            await gate.admit(req.headers)
+        response = await HANDLERS[req.operation](req)
+        for gate in chosen:
+            gate.charge_response(req.request.method, response)
         return response
 
     async def _cors_headers(self, resource: str, headers: dict[str, str],
