@@ -111,7 +111,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     mount_dashboard(app, components)  # /_squall/ui: gated like /_squall/status
 
     endpoint = S3Endpoint(components.service, secret_for=users.secret_for,
-                          user_for=users.user_for, domain=settings.domain,
+                          user_for=users.user_for, users=users, domain=settings.domain,
                           metrics=components.metrics, sigv2=settings.sigv2,
                           region=settings.region, qos_gates=components.qos.gates)
 
