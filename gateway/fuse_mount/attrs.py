@@ -26,6 +26,7 @@ class Attr:
     mode: int | None = None  # permission bits; None: the default for the kind
     uid: int | None = None
     gid: int | None = None
+    etag: str | None = None  # of the object, when known (a stale kernel inode is found by it)
 
     @classmethod
     def of_object(cls, meta: RemoteObject) -> Attr:
@@ -33,13 +34,13 @@ class Attr:
         mtime = parse_mtime(meta.metadata.get("mtime"))
         return cls(False, meta.size, mtime if mtime is not None else _last_modified_ns(meta),
                    _int(meta.metadata, "mode", 8), _int(meta.metadata, "uid"),
-                   _int(meta.metadata, "gid"))
+                   _int(meta.metadata, "gid"), meta.etag or None)
 
     @classmethod
     def of_listed(cls, meta: RemoteObject) -> Attr:
         """Attributes of a file object from a listing (no user metadata: LastModified is
         the mtime, the mode and owner are the defaults)."""
-        return cls(False, meta.size, _last_modified_ns(meta))
+        return cls(False, meta.size, _last_modified_ns(meta), etag=meta.etag or None)
 
     def to_stat(self, *, uid: int, gid: int, block_size: int) -> dict[str, Any]:
         """The stat fields (times in nanoseconds, as mfusepy's ``use_ns`` takes them)."""

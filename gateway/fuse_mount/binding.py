@@ -10,6 +10,7 @@ unlinked files). mfusepy picks its library once, when first imported, from
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 if "FUSE_LIBRARY_PATH" not in os.environ:
@@ -17,7 +18,7 @@ if "FUSE_LIBRARY_PATH" not in os.environ:
 
 import mfusepy
 
-__all__ = ["mfusepy", "require_libfuse3"]
+__all__ = ["current_fuse", "exit_loop", "mfusepy", "require_libfuse3"]
 
 
 class BindingUnavailable(RuntimeError):
@@ -30,3 +31,17 @@ def require_libfuse3() -> None:
         raise BindingUnavailable(
             f"libfuse 3 is required, found {mfusepy.fuse_version_major}."
             f"{mfusepy.fuse_version_minor} (install the Debian package fuse3)")
+
+
+def current_fuse() -> int | None:
+    """The ``struct fuse *`` of the request being handled (call it from a handler, e.g.
+    ``init``); None outside one."""
+    context = mfusepy._libfuse.fuse_get_context()
+    if not context:
+        return None
+    return int(context.contents.fuse or 0) or None
+
+
+def exit_loop(fuse: int) -> None:
+    """Ask libfuse's request loop of ``fuse`` to stop (as its own signal handler does)."""
+    mfusepy._libfuse.fuse_exit(ctypes.c_void_p(fuse))

@@ -54,10 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-attempts", type=int, default=5,
                    help="tries of each S3 request, with backoff, before the file operation "
                         "fails (EIO; ENOSPC while the gateway answers 503 SlowDown; default 5)")
-    p.add_argument("--writeback-cache", action="store_true",
-                   help="let the kernel gather small writes into large ones (much faster "
-                        "small writes; only for files no other client changes while this "
-                        "mount caches them, see docs/fuse-mount.md)")
+    p.add_argument("--writeback-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="let the kernel cache writes and gather small ones into 1 MiB "
+                        "requests (files changed by other clients are "
+                        "detected at lookup and open, see docs/fuse-mount.md)")
+    p.add_argument("--shared-files", action="append", default=[], metavar="GLOB",
+                   help="keys (glob, e.g. 'ckpt/*.bin') that several mounts write at once, "
+                        "each its own ranges (N-1 checkpoints): one upload per file, "
+                        "completed by the last writer to close; repeatable")
     p.add_argument("--route-to-owners", action="store_true",
                    help="endpoint is a member of a Squall cluster: send each object request "
                         "straight to the key's owner (the member URLs must be reachable)")
@@ -81,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
             attr_timeout=args.attr_timeout, region=args.region,
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
             max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
-            route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle))
+            route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle),
+            shared_files=tuple(args.shared_files))
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
     except (SettingsError, ValueError) as exc:
@@ -128,8 +133,11 @@ def _spawn_background(args: argparse.Namespace) -> int:
             "--log-level", args.log_level, "--ready-fd", str(write_fd)]
     if args.staging_dir:
         argv += ["--staging-dir", str(args.staging_dir.absolute())]
-    argv += [flag for flag, on in (("--writeback-cache", args.writeback_cache),
-                                   ("--route-to-owners", args.route_to_owners)) if on]
+    argv.append("--writeback-cache" if args.writeback_cache else "--no-writeback-cache")
+    if args.route_to_owners:
+        argv.append("--route-to-owners")
+    for pattern in args.shared_files:
+        argv += ["--shared-files", pattern]
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
     if args.ca_bundle:

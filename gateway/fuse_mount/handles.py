@@ -26,6 +26,10 @@ class Handle:
     stream: ReadAhead | None = None
     #: flush (close) was called on this handle: its owner is done writing through it.
     closing: bool = False
+    #: the kernel may keep the pages it cached of this file (answer to open)
+    keep_cache: bool = False
+    #: the kernel's page cache is bypassed (a shared file: writes keep their exact bytes)
+    direct_io: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -102,6 +106,14 @@ class OpenFiles:
                 return False
             handle.closing = True
             return self._idle(handle.file)
+
+    def writing(self, fh: int) -> None:
+        """``fh`` is written through after a flush (a ``dup``'d descriptor was closed):
+        its owner is not done with it."""
+        with self._lock:
+            handle = self._handles.get(fh)
+            if handle is not None:
+                handle.closing = False
 
     def idle(self, f: OpenFile) -> bool:
         """No writable handle of ``f`` is open and not closing: nobody will commit it."""

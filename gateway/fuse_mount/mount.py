@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,9 @@ from gateway.auth.client import status_headers
 from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.operations import BucketOperations
+from gateway.fuse_mount.reader import Chunk
 from gateway.fuse_mount.settings import MountSettings, SettingsError
+from gateway.fuse_mount.signals import flush_on_stop
 from gateway.fuse_mount.store import BucketClient
 from gateway.tls import client_context
 
@@ -24,11 +27,52 @@ class UnsavedFiles(RuntimeError):
 
 class _FUSE(mfusepy.FUSE):
     """mfusepy's FUSE, passing on what it drops for libfuse 3: renameat2 flags (so that
-    they are honoured) and the handle of ftruncate (whose path is None with nullpath_ok)."""
+    they are honoured) and the handle of ftruncate and utimens (whose path is None with
+    nullpath_ok: the kernel's writeback cache sends the mtime of written files that way);
+    setting ``keep_cache`` and ``direct_io`` in the answer to open and create; copying read
+    blocks straight into the kernel's buffer."""
+
+    def open(self, path: bytes, fip: Any) -> int:
+        result = int(super().open(path, fip))
+        self._set_open_flags(fip.contents)
+        return result
+
+    def create(self, path: bytes, mode: int, fip: Any) -> int:
+        result = int(super().create(path, mode, fip))
+        self._set_open_flags(fip.contents)
+        return result
+
+    def _set_open_flags(self, fi: Any) -> None:
+        keep_cache, direct_io = self.operations.open_flags(fi.fh)
+        fi.keep_cache = int(keep_cache)
+        fi.direct_io = int(direct_io)
+
+    def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
+        data = self.operations.read(None if path is None else path.decode(
+            self.encoding, self.errors), size, offset, fip.contents.fh)
+        if isinstance(data, Chunk):
+            if data.length > size:
+                raise ValueError(f"read returned {data.length} bytes, more than {size}")
+            base = ctypes.cast(ctypes.c_char_p(data.data), ctypes.c_void_p).value or 0
+            ctypes.memmove(buf, base + data.start, data.length)
+            return data.length
+        if len(data) > size:
+            raise ValueError(f"read returned {len(data)} bytes, more than {size}")
+        ctypes.memmove(buf, data, len(data))
+        return len(data)
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return int(self.operations.rename(old.decode(self.encoding, self.errors),
                                           new.decode(self.encoding, self.errors), flags))
+
+    def utimens_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+        times = None
+        if buf:
+            times = (mfusepy.time_of_timespec(buf.contents.actime, use_ns=True),
+                     mfusepy.time_of_timespec(buf.contents.modtime, use_ns=True))
+        fh = fip.contents.fh if fip else None
+        name = None if path is None else path.decode(self.encoding, self.errors)
+        return int(self.operations.utimens(name, times, fh))
 
     def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
         fh = fip.contents.fh if fip else None
@@ -61,8 +105,9 @@ def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> 
 def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = None) -> None:
     """Mount and serve requests; returns after a clean unmount.
 
-    libfuse handles SIGTERM, SIGINT and SIGHUP: the request loop stops, the kernel mount
-    is detached, then ``destroy`` completes the uploads of files still open.
+    SIGTERM, SIGINT and SIGHUP first make the kernel write its cached writes to the mount
+    (:mod:`signals`); then the request loop stops, the kernel mount is detached, and
+    ``destroy`` completes the uploads of files still open.
     """
     try:
         require_libfuse3()
@@ -75,10 +120,11 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
     operations = BucketOperations(store, settings, on_ready=on_ready)
     timeout = settings.attr_timeout
     try:
-        _FUSE(operations, str(settings.mountpoint), foreground=True, nothreads=False,
-                     fsname=f"squall:{settings.bucket}", subtype="squall",
-                     attr_timeout=timeout, entry_timeout=timeout, negative_timeout=0,
-                     hard_remove=True)
+        with flush_on_stop(settings.mountpoint, operations.open_names, operations.stop_loop):
+            _FUSE(operations, str(settings.mountpoint), foreground=True, nothreads=False,
+                  fsname=f"squall:{settings.bucket}", subtype="squall",
+                  attr_timeout=timeout, entry_timeout=timeout, negative_timeout=0,
+                  hard_remove=True)
     except RuntimeError as exc:
         # A loop stopped by SIGTERM/SIGINT also returns non-zero: that is a clean unmount
         # when destroy() ran (every open file was completed).

@@ -42,6 +42,8 @@ from gateway.fuse_mount.upload import PartUploader
 
 log = logging.getLogger(__name__)
 
+WRITE_TIME_NS = 2_000_000_000
+
 
 class State(enum.Enum):
     PRISTINE = "pristine"
@@ -55,6 +57,12 @@ class WriteConfig:
     block_size: int
     max_inflight: int = 4
     staging_dir: Path | None = None
+    #: the kernel keeps the mtime of written files and sends it with utimens before every
+    #: flush and fsync (its writeback cache): a write arriving here does not change it
+    kernel_times: bool = False
+    #: blocks the buffer may hold beyond a full one while that one still has a hole: the
+    #: kernel sends several writes at once and they arrive here in any order
+    hold_blocks: int = 2
 
 
 class OpenFile:
@@ -81,6 +89,9 @@ class OpenFile:
         self._existing = existing
         self._buf = bytearray()
         self._flushed = 0
+        # Ranges [start, end) of the buffer not written yet (zeros of a write past the end),
+        # in order: a block is not streamed while a write out of order may still fill one.
+        self._holes: list[tuple[int, int]] = []
         self._base: tuple[str, int] | None = None  # (etag, length) of the committed object
         self._uploader: PartUploader | None = None
         self._staging: int | None = None
@@ -90,6 +101,9 @@ class OpenFile:
         #: The object version this file's whole content is, while unmodified here (else
         #: None). One attribute, so that it can be read without the lock.
         self.version: RemoteObject | None = None
+        #: ETag of the object this file's content is at the gateway (None: not stored as
+        #: it is now, or not known).
+        self.etag: str | None = existing.etag if keep and existing is not None else None
         if keep and existing is not None:
             self.state, self.size, self.dirty = State.PRISTINE, existing.size, False
             self.version = existing
@@ -98,7 +112,16 @@ class OpenFile:
 
     # -- the calls of the FUSE operations ------------------------------------------------
     def write(self, offset: int, data: bytes) -> int:
-        """Write ``data`` at ``offset`` (any offset: appends, holes, rewrites)."""
+        """Write ``data`` at ``offset`` (any offset: appends, holes, rewrites). Waits for
+        room among the parts in flight after releasing the lock: the other writes of the
+        file (the kernel sends several at once) are not held up behind it."""
+        written = self._write(offset, data)
+        uploader = self._uploader
+        if uploader is not None:
+            uploader.wait_for_room()
+        return written
+
+    def _write(self, offset: int, data: bytes) -> int:
         with self.lock, self._guard():
             if self.state is State.PRISTINE:
                 self._leave_pristine(append=offset == self.size)
@@ -112,6 +135,8 @@ class OpenFile:
                     self._buf += data
                 else:
                     self._buf[rel:rel + len(data)] = data
+                if self._holes:
+                    self._fill(offset, offset + len(data))
                 if offset + len(data) > self.size:  # the file grows: stream full blocks
                     self.size = offset + len(data)
                     self._drain()
@@ -120,7 +145,8 @@ class OpenFile:
                 os.pwrite(self._staging, data, offset)
                 self.size = max(self.size, offset + len(data))
             self.dirty = True
-            self.mtime_ns, self._mtime_set = time.time_ns(), False
+            if not self._cfg.kernel_times:
+                self.mtime_ns, self._mtime_set = time.time_ns(), False
             return len(data)
 
     def read(self, offset: int, size: int) -> bytes:
@@ -165,6 +191,7 @@ class OpenFile:
                     self._stage()
                 elif length <= self.size:
                     del self._buf[length - self._flushed:]
+                    self._holes = [(s, min(e, length)) for s, e in self._holes if s < length]
                 else:
                     self._append_zeros(length - self.size)
             if self.state is State.STAGED:
@@ -184,20 +211,23 @@ class OpenFile:
             self.metadata.update(values)
             self.dirty = True
 
-    def commit(self) -> None:
-        """Make everything written so far the object at the gateway (fsync, close)."""
+    def commit(self, *, final: bool = True) -> None:
+        """Make everything written so far the object at the gateway (fsync, close).
+        ``final`` is False for fsync (a shared file, ``shared.py``, then stays open)."""
         with self.lock, self._guard():
             if self.unlinked or self.released or not self.dirty:
                 return
+            etag: str | None = None
             if self.state is State.PRISTINE and self._existing is not None:
                 etag = self._store.copy(self.key, self.key,
                                         metadata=self._stored_metadata(final=True))
                 self._existing = replace(self._existing, etag=etag)
                 self.version = self._existing
             elif self.state is State.STREAMING:
-                self._commit_streaming()
+                etag = self._commit_streaming()
             elif self.state is State.STAGED:
-                self._upload_staged()
+                etag = self._upload_staged()
+            self.etag = etag or None
             self.dirty = False
 
     def release(self) -> None:
@@ -217,6 +247,7 @@ class OpenFile:
         """The committed object was renamed to ``key`` (its copy has ``etag``)."""
         with self.lock:
             self.key = key
+            self.etag = etag or None
             if self._base is not None:
                 self._base = (etag, self._base[1])
             if self._existing is not None:
@@ -288,6 +319,7 @@ class OpenFile:
             self._uploader = None
         self._close_staging()
         self._buf = bytearray()
+        self._holes = []
         self._flushed = 0
         self._base = None
         self.state = State.STREAMING
@@ -296,13 +328,34 @@ class OpenFile:
         while count > 0:
             chunk = min(count, self._cfg.block_size)
             self._buf.extend(bytes(chunk))
+            if self._holes and self._holes[-1][1] == self.size:
+                self._holes[-1] = (self._holes[-1][0], self.size + chunk)
+            else:
+                self._holes.append((self.size, self.size + chunk))
             self.size += chunk
             count -= chunk
             self._drain()
 
+    def _fill(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` were written: they are no hole any more."""
+        holes: list[tuple[int, int]] = []
+        for s, e in self._holes:
+            if e <= start or s >= end:
+                holes.append((s, e))
+                continue
+            if s < start:
+                holes.append((s, start))
+            if e > end:
+                holes.append((end, e))
+        self._holes = holes
+
     def _drain(self) -> None:
         block = self._cfg.block_size
+        hold = block * (1 + self._cfg.hold_blocks)
         while len(self._buf) >= block:
+            if (self._holes and self._holes[0][0] < self._flushed + block
+                    and len(self._buf) < hold):
+                break  # a write still on its way may fill the hole: wait for it
             if self._uploader is None:
                 self._uploader = self._new_uploader()
             if len(self._buf) == block:  # hand the buffer over, no copy
@@ -311,7 +364,9 @@ class OpenFile:
                 part = self._buf[:block]
                 del self._buf[:block]
             self._flushed += block
-            self._uploader.add(part)
+            self._holes = [(max(s, self._flushed), e) for s, e in self._holes
+                           if e > self._flushed]
+            self._uploader.add(part, wait=False)
         if self._uploader is not None:
             self._uploader.check()
 
@@ -324,6 +379,15 @@ class OpenFile:
         if final or self._mtime_set:
             values.update(metadata_for(mtime_ns=self.mtime_ns))
         return values
+
+    def _write_time(self) -> bool:
+        """The mtime is the time of the last write, not one a program chose: with the
+        kernel's writeback cache the kernel sends its write times with utimens, so a time
+        within ``WRITE_TIME_NS`` of now counts as one (stored with the content only; a
+        streamed upload then keeps LastModified, its completion, instead)."""
+        if not self._mtime_set:
+            return True
+        return self._cfg.kernel_times and abs(time.time_ns() - self.mtime_ns) < WRITE_TIME_NS
 
     def _new_uploader(self, *, final: bool = False) -> PartUploader:
         uploader = PartUploader(self._store, self.key, self._stored_metadata(final=final),
@@ -342,7 +406,9 @@ class OpenFile:
         etag = self._uploader.complete()
         sent, self._uploader = self._uploader.metadata, None
         wanted = self._stored_metadata(final=False)
-        if "mtime" not in wanted:  # the close time: only worth storing with the content
+        if self._write_time():  # the close time: only worth storing with the content
+            wanted.pop("mtime", None)
+        if "mtime" not in wanted:
             sent = {k: v for k, v in sent.items() if k != "mtime"}
         if sent != wanted:  # attributes set while uploading
             etag = self._store.copy(self.key, self.key,
@@ -360,6 +426,7 @@ class OpenFile:
             fd = self._download(self._flushed, etag)
         os.pwrite(fd, self._buf, self._flushed)
         self._buf = bytearray()
+        self._holes = []
         self._base = None
         self._staging = fd
         self.state = State.STAGED
@@ -378,18 +445,18 @@ class OpenFile:
             raise
         return fd
 
-    def _upload_staged(self) -> None:
+    def _upload_staged(self) -> str:
         assert self._staging is not None
         size, block = self.size, self._cfg.block_size
         if size <= block:
-            self._store.put(self.key, os.pread(self._staging, size, 0),
-                            self._stored_metadata(final=True))
-            return
+            return self._store.put(self.key, os.pread(self._staging, size, 0),
+                                   self._stored_metadata(final=True))
         self._uploader = self._new_uploader(final=True)
         for start in range(0, size, block):
             self._uploader.add(os.pread(self._staging, min(block, size - start), start))
-        self._uploader.complete()
+        etag = self._uploader.complete()
         self._uploader = None
+        return etag
 
     def _close_staging(self) -> None:
         if self._staging is not None:

@@ -9,51 +9,36 @@ have been unlinked or renamed). Every error leaves through ``errno_for`` (the on
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from backends.errors import PreconditionFailed
 from gateway.fuse_mount.attrs import NS, Attr, AttrCache, metadata_for
-from gateway.fuse_mount.binding import mfusepy
-from gateway.fuse_mount.errors import errno_for
+from gateway.fuse_mount.binding import current_fuse, exit_loop, mfusepy
+from gateway.fuse_mount.fuseop import fuse_op
 from gateway.fuse_mount.handles import Handle, OpenFiles
 from gateway.fuse_mount.kernel import set_read_ahead
+from gateway.fuse_mount.kernel_view import KernelView
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
-from gateway.fuse_mount.reader import ReadAhead
+from gateway.fuse_mount.reader import Chunk, ReadAhead
 from gateway.fuse_mount.settings import MountSettings
+from gateway.fuse_mount.shared import SharedFile, being_written, is_shared
 from gateway.fuse_mount.store import BucketClient
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
-R = TypeVar("R")
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16  # libfuse 3 fuse_common.h
 KERNEL_READ_AHEAD_KIB = 1024  # the largest FUSE read request
+KERNEL_MAX_BACKGROUND = 4  # FUSE requests the kernel sends without waiting (writeback, read-ahead)
 UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # utimensat(2) tv_nsec values
-
-
-def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
-    """Turn any exception into ``FuseOSError(errno)``; log the unexpected ones."""
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except mfusepy.FuseOSError:
-            raise
-        except Exception as exc:
-            number = errno_for(exc)
-            if not isinstance(exc, OSError) and number == errno.EIO:
-                log.exception("%s%r failed", method.__name__, args[1:2])
-            raise mfusepy.FuseOSError(number) from exc
-    return wrapper
 
 
 class BucketOperations(mfusepy.Operations):
@@ -71,12 +56,16 @@ class BucketOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mounted_at = int(time.time()) * NS
         self._write_cfg = WriteConfig(settings.block_size, settings.max_inflight,
-                                      settings.staging_dir)
+                                      settings.staging_dir,
+                                      kernel_times=settings.writeback_cache)
         self._uploads = ThreadPoolExecutor(settings.threads, thread_name_prefix="upload")
         self._fetches = ThreadPoolExecutor(settings.threads, thread_name_prefix="fetch")
         self._files = OpenFiles()
+        self._view = KernelView(settings.attr_timeout, writeback=settings.writeback_cache)
         self.destroyed = False
         self.unsaved: list[str] = []
+        self._fuse: int | None = None  # libfuse's struct fuse, known from init on
+        self._writer = uuid.uuid4().hex  # this mount, as a writer of shared files
         # The kernel sets the read-ahead window when it gets the reply to init: it is
         # widened at the first request after that.
         self._tune_read_ahead = settings.readahead > 0
@@ -84,15 +73,35 @@ class BucketOperations(mfusepy.Operations):
     # -- lifecycle -------------------------------------------------------------------------
     def init_with_config(self, conn: Any, config: Any) -> None:
         """libfuse 3 is starting: set the connection options, then report ready."""
+        self._fuse = current_fuse()
         if config is not None:
             # Calls on handles whose name was unlinked arrive with path None instead of
             # failing with ENOENT: handles are found by fh, never by path.
             config.nullpath_ok = 1
         if conn is not None and self._settings.writeback_cache:
             conn.want |= FUSE_CAP_WRITEBACK_CACHE & conn.capable
+        if conn is not None:
+            log.info("kernel writeback cache: %s",
+                     "on" if conn.want & FUSE_CAP_WRITEBACK_CACHE else "off")
+            # Few requests in flight: the kernel's writeback sends 1 MiB writes of a file
+            # in order, and they reach OpenFile nearly in order (with 8 or more, some
+            # arrive tens of MiB late and the file must be staged).
+            conn.max_background = KERNEL_MAX_BACKGROUND
+            conn.congestion_threshold = KERNEL_MAX_BACKGROUND - 1
         log.info("mounted %s on %s", self._settings.bucket, self._settings.mountpoint)
         if self._on_ready is not None:
             self._on_ready()
+
+    def open_names(self) -> list[str]:
+        """Keys of the files open in this mount (their paths under the mountpoint)."""
+        return self._files.keys_under("")
+
+    def stop_loop(self) -> bool:
+        """Stop libfuse's request loop (unmount follows); False before the mount is up."""
+        if self._fuse is None or self.destroyed:
+            return False
+        exit_loop(self._fuse)
+        return True
 
     def destroy(self, path: str) -> None:
         """Unmount: complete every file still open, then stop the worker threads."""
@@ -110,7 +119,19 @@ class BucketOperations(mfusepy.Operations):
             self._tune_read_ahead = False
             set_read_ahead(self._settings.mountpoint, KERNEL_READ_AHEAD_KIB)
         f = self._open_file(path, fh)
-        attr = self._attr_of_open(f) if f is not None else self._ns.require(_named(path))
+        if f is not None:
+            return self._stat(self._attr_of_open(f))
+        path = _named(path)
+        try:
+            attr = self._ns.require(path)
+        except PathError as exc:
+            if exc.errno != errno.ENOENT or not self._shared_key(path) or not being_written(
+                    self._store, key_of(path)):
+                raise
+            attr = Attr(False, 0, time.time_ns())  # written by other mounts, not stored yet
+        if not attr.is_dir and not self._view.answer(path, attr.size, attr.etag):
+            # The kernel's inode holds another size: it drops it and looks up again.
+            raise PathError(errno.ESTALE, path)
         return self._stat(attr)
 
     @fuse_op
@@ -126,14 +147,15 @@ class BucketOperations(mfusepy.Operations):
         return 0
 
     @fuse_op
-    def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
+    def utimens(self, path: str | None, times: tuple[int, int] | None = None,
+                fh: int | None = None) -> int:
         """touch, tar, rsync -t: the mtime is stored as user metadata (``mtime``); the
         atime is not kept."""
         mtime = times[1] if times else UTIME_NOW  # libfuse: 0 s + UTIME_* ns for those
         if mtime == UTIME_OMIT:
             return 0  # only the atime changes
         self._set_attrs(path, metadata_for(mtime_ns=time.time_ns() if mtime == UTIME_NOW
-                                           else mtime))
+                                           else mtime), fh)
         return 0
 
     @fuse_op
@@ -187,6 +209,7 @@ class BucketOperations(mfusepy.Operations):
         f.detach()  # its handles keep working on a local copy; nothing stored at close
         self._files.detach(key_of(path))
         self._ns.delete(path)  # if it was stored already
+        self._view.removed(path)
         return 0
 
     @fuse_op
@@ -205,6 +228,7 @@ class BucketOperations(mfusepy.Operations):
         if f is None:
             self._replace_open(new, None)
             self._ns.rename_file(old, new)
+            self._view.renamed(old, new)
             return 0
         with f.lock:  # no commit of f under its old name can slip in between
             f.commit()  # the object must exist (and be current) before it is copied
@@ -212,6 +236,7 @@ class BucketOperations(mfusepy.Operations):
             etag = self._ns.rename_file(old, new)
             self._files.rename(f, key_of(new))
             f.rebind(key_of(new), etag)
+        self._view.renamed(old, new)
         return 0
 
     def symlink(self, target: str, source: str) -> int:
@@ -226,9 +251,15 @@ class BucketOperations(mfusepy.Operations):
     # -- files -----------------------------------------------------------------------------
     @fuse_op
     def create(self, path: str, mode: int, flags: int) -> int:
-        new = self._new_file(path, truncate=True, metadata=metadata_for(mode=mode))
-        fh, _ = self._attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
+        new = self._new_file(path, truncate=True, metadata=metadata_for(mode=mode),
+                             writable=True)
+        fh, f = self._attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
+        if isinstance(f, SharedFile):
+            self._handle(fh).direct_io = True
+            if f is new:
+                self._start_shared(fh, f)
         self._ns.created(path)
+        self._view.removed(path)  # a new inode, with nothing cached
         return fh
 
     @fuse_op
@@ -240,11 +271,37 @@ class BucketOperations(mfusepy.Operations):
         # version (a fresh HeadObject), and a file open here on an older one stays with its
         # handles (as if replaced by a rename on a local file system).
         fresh = current is None or (current.version is not None and not current.dirty)
-        candidate = self._new_file(path, truncate=truncate) if fresh else None
-        return self._attach(path, candidate, writable=writable, truncate=truncate)[0]
+        candidate = (self._new_file(path, truncate=truncate, writable=writable) if fresh
+                     else None)
+        version = candidate.version if candidate is not None else None
+        if current is None and version is not None and self._view.stale_at_open(
+                path, version.size, version.etag):
+            # The kernel's inode (not open anywhere) holds another size: the kernel retries
+            # the open after a lookup that replaces it (see kernel_view).
+            raise PathError(errno.ESTALE, path)
+        fh, f = self._attach(path, candidate, writable=writable, truncate=truncate)
+        handle = self._handle(fh)
+        if isinstance(f, SharedFile):
+            handle.direct_io = True  # whole pages would overwrite the other mounts' bytes
+            if f is candidate:
+                self._start_shared(fh, f)
+        elif f is not candidate:  # joined a file open here: the kernel's pages are its own
+            handle.keep_cache = True
+        else:
+            etag = version.etag if version is not None else None
+            handle.keep_cache = self._view.keep_cache(path, etag)
+            self._view.opened(path, etag)
+        return fh
+
+    def open_flags(self, fh: int) -> tuple[bool, bool]:
+        """``(keep_cache, direct_io)`` of the answer to the open that made ``fh``."""
+        handle = self._files.handle(fh)
+        if handle is None:
+            return False, False
+        return handle.keep_cache, handle.direct_io
 
     @fuse_op
-    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
+    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes | Chunk:
         handle = self._handle(fh)
         f = handle.file
         for _ in range(3):
@@ -264,6 +321,8 @@ class BucketOperations(mfusepy.Operations):
         handle = self._handle(fh)
         if not handle.writable:
             raise PathError(errno.EBADF, path or str(fh))
+        if handle.closing:
+            self._files.writing(fh)
         return handle.file.write(offset, data)
 
     @fuse_op
@@ -278,7 +337,7 @@ class BucketOperations(mfusepy.Operations):
         f = self._new_file(path, truncate=False)
         try:
             f.truncate(length)
-            f.commit()
+            self._commit(f)
         finally:
             f.release()
             self._ns.cache.invalidate(path)
@@ -288,14 +347,17 @@ class BucketOperations(mfusepy.Operations):
     def flush(self, path: str | None, fh: int) -> int:
         """close(): the close of the last writer uploads, and returns its errors."""
         handle = self._handle(fh)
-        if self._files.last_close(fh) and handle.file.dirty:
-            handle.file.commit()
+        # A shared file leaves its upload at the last close here, written or not: the last
+        # mount to leave completes it before its close returns.
+        if self._files.last_close(fh) and (handle.file.dirty
+                                           or isinstance(handle.file, SharedFile)):
+            self._commit(handle.file)
             self._ns.cache.invalidate(path_of(handle.file.key))
         return 0
 
     @fuse_op
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
-        self._handle(fh).file.commit()
+        self._commit(self._handle(fh).file, final=False)
         return 0
 
     @fuse_op
@@ -311,10 +373,30 @@ class BucketOperations(mfusepy.Operations):
         return 0
 
     # -- helpers ---------------------------------------------------------------------------
+    def _shared_key(self, path: str) -> bool:
+        return is_shared(key_of(path), self._settings.shared_files)
+
+    def _start_shared(self, fh: int, f: SharedFile) -> None:
+        try:
+            f.start()
+        except BaseException:
+            self.release(None, fh)
+            raise
+
+    def _commit(self, f: OpenFile, *, final: bool = True) -> None:
+        """Store ``f``; the kernel's size and pages of it are now that object's."""
+        f.commit(final=final)
+        if not f.unlinked:
+            self._view.committed(path_of(f.key), f.size, f.etag)
+
     def _new_file(self, path: str, *, truncate: bool,
-                  metadata: dict[str, str] | None = None) -> OpenFile:
+                  metadata: dict[str, str] | None = None, writable: bool = False) -> OpenFile:
         """A file for ``path``: empty if ``truncate`` (keeping the mode and owner of the
-        object it replaces, as a local file system does), else the object's newest version."""
+        object it replaces, as a local file system does), else the object's newest version;
+        a :class:`SharedFile` when written and named by ``--shared-files``."""
+        if writable and self._shared_key(path):
+            return SharedFile(self._store, key_of(path), config=self._write_cfg,
+                              pool=self._uploads, writer=self._writer, metadata=metadata)
         existing = None if truncate else self._ns.head(path)
         if truncate and metadata is None and (attr := self._ns.lookup(path)) is not None:
             metadata = metadata_for(mode=attr.mode, uid=attr.uid, gid=attr.gid)
@@ -328,7 +410,7 @@ class BucketOperations(mfusepy.Operations):
                            window=self._settings.readahead_blocks, pool=self._fetches)
         while (opened := self._files.attach(key_of(path), candidate, writable=writable,
                                             stream=stream)) is None:
-            candidate = self._new_file(path, truncate=truncate)  # it was closed meanwhile
+            candidate = self._new_file(path, truncate=truncate, writable=writable)  # closed meanwhile
         fh, f = opened
         if truncate and f is not candidate:
             try:
@@ -379,14 +461,19 @@ class BucketOperations(mfusepy.Operations):
         gid = int(meta["gid"]) if "gid" in meta else None
         return Attr(False, f.size, f.mtime_ns, mode, uid, gid)
 
-    def _set_attrs(self, path: str | None, values: dict[str, str]) -> None:
-        if not values or path is None:  # no path: an unlinked file, never stored again
+    def _set_attrs(self, path: str | None, values: dict[str, str],
+                   fh: int | None = None) -> None:
+        if not values:
             return
-        f = self._open_file(path)
+        f = self._open_file(path, fh)
         if f is not None:
+            if f.unlinked:
+                return  # never stored again
             f.set_metadata(**values)
             if self._files.idle(f):  # no writer left to commit it (the file may be closing)
                 f.commit()
+        elif path is None:
+            return  # an unlinked file, not open here any more
         elif not self._ns.require(path).is_dir:  # directories: accepted, not stored
             self._ns.update_metadata(path, values)
 

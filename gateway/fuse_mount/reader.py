@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 
 from gateway.fuse_mount.store import BucketClient, RemoteObject
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Bytes ``[start, start + length)`` of a fetched block, handed to the kernel's buffer
+    straight from the block (no copy of the slice)."""
+
+    data: bytes
+    start: int
+    length: int
+
+    def __bytes__(self) -> bytes:
+        return self.data[self.start:self.start + self.length]
 
 
 class ReadAhead:
@@ -31,7 +45,7 @@ class ReadAhead:
         self._version: tuple[str, str, int] | None = None
         self._last_end = 0
 
-    def read(self, meta: RemoteObject, offset: int, size: int) -> bytes:
+    def read(self, meta: RemoteObject, offset: int, size: int) -> bytes | Chunk:
         end = min(offset + size, meta.size)
         if offset >= end:
             return b""
@@ -59,7 +73,7 @@ class ReadAhead:
             raise
         start = offset - first * self._block
         if len(parts) == 1:
-            return parts[0][start:start + end - offset]
+            return Chunk(parts[0], start, end - offset)
         return b"".join(parts)[start:start + end - offset]
 
     def close(self) -> None:

@@ -31,8 +31,10 @@ class MountSettings:
     staging_dir: Path | None = None
     threads: int = 8
     max_attempts: int = 5
-    writeback_cache: bool = False
+    writeback_cache: bool = True
     route_to_owners: bool = False
+    #: globs of keys written by several mounts at once (one upload, docs: N-1 checkpoints)
+    shared_files: tuple[str, ...] = ()
     #: PEM CA certificates that verify an https:// endpoint (None: the system's)
     ca_bundle: Path | None = None
 

@@ -124,6 +124,39 @@ class BucketClient:
                                         Metadata=dict(metadata), ChecksumCRC32C=_crc32c(data))
         return str(r.get("ETag", ""))
 
+    def get_small(self, key: str) -> tuple[bytes, str]:
+        """A small object whole, with its ETag (NoSuchKey if missing; logged quietly)."""
+        with translate("GetObject", self.bucket, key, quiet=True):
+            r = self._client.get_object(Bucket=self.bucket, Key=key)
+            with r["Body"] as body:
+                return bytes(body.read()), str(r.get("ETag", ""))
+
+    def put_if(self, key: str, data: Body, *, if_match: str | None = None,
+               if_none_match: str | None = None) -> str:
+        """PutObject only if the current ETag is ``if_match`` / no object exists
+        (``if_none_match="*"``): PreconditionFailed (or NoSuchKey) otherwise, logged
+        quietly (a compare-and-swap that lost is no failure)."""
+        extra = {k: v for k, v in (("IfMatch", if_match), ("IfNoneMatch", if_none_match))
+                 if v is not None}
+        with translate("PutObject", self.bucket, key, quiet=True):
+            r = self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
+                                        ChecksumCRC32C=_crc32c(data), **extra)
+        return str(r.get("ETag", ""))
+
+    def list_parts(self, key: str, upload_id: str) -> list[Part]:
+        """Every uploaded part of a multipart upload, in order."""
+        parts: list[Part] = []
+        marker = 0
+        while True:
+            with translate("ListParts", self.bucket, key):
+                r = self._client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                            PartNumberMarker=marker)
+            parts += [Part(int(p["PartNumber"]), str(p["ETag"]), p.get("ChecksumCRC32C"))
+                      for p in r.get("Parts", [])]
+            if not r.get("IsTruncated"):
+                return parts
+            marker = int(r["NextPartNumberMarker"])
+
     def copy(self, source: str, key: str, *, metadata: Mapping[str, str] | None = None
              ) -> str:
         """Server-side copy; ``metadata`` replaces the source's user metadata if given."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 
 from gateway.fuse_mount.store import Body, BucketClient, Part
 
@@ -15,7 +16,8 @@ log = logging.getLogger(__name__)
 class PartUploader:
     """Uploads parts in the background; ``add`` blocks while ``max_inflight`` are running.
 
-    Memory held is at most ``max_inflight`` parts. A failed part makes the next ``add``,
+    Memory held is at most ``max_inflight`` parts (plus one per writer between ``add(...,
+    wait=False)`` and its ``wait_for_room``). A failed part makes the next ``add``,
     ``check`` or ``complete`` raise its error; ``abort`` discards the upload.
     """
 
@@ -29,6 +31,7 @@ class PartUploader:
         self.metadata = dict(metadata)
         self.upload_id = store.create_upload(key, self.metadata)
         self._next = 1
+        self._lock = threading.Lock()  # guards _pending (wait_for_room reads it unlocked)
         self._pending: deque[Future[Part]] = deque()
         self._done: list[Part] = []
 
@@ -36,21 +39,38 @@ class PartUploader:
     def parts(self) -> int:
         return self._next - 1
 
-    def add(self, data: Body) -> None:
-        """Queue ``data`` as the next part (waits for room first). ``data`` now belongs to
-        the upload: the caller must not change it."""
-        self._make_room()
+    def add(self, data: Body, *, wait: bool = True) -> None:
+        """Queue ``data`` as the next part (waits for room first, unless ``wait`` is False:
+        the caller then calls :meth:`wait_for_room` once it holds no lock). ``data`` now
+        belongs to the upload: the caller must not change it."""
+        if wait:
+            self._make_room()
+        else:
+            self.check()
         number = self._take_number()
-        self._pending.append(self._pool.submit(
-            self._store.upload_part, self.key, self.upload_id, number, data))
+        future = self._pool.submit(self._store.upload_part, self.key, self.upload_id, number,
+                                   data)
+        with self._lock:
+            self._pending.append(future)
+
+    def wait_for_room(self) -> None:
+        """Wait until at most ``max_inflight`` parts are running (errors are left for the
+        next ``add``, ``check`` or ``complete``)."""
+        while True:
+            with self._lock:
+                running = [f for f in self._pending if not f.done()]
+            if len(running) <= self._max_inflight:
+                return
+            wait(running, return_when=FIRST_COMPLETED)
 
     def add_copy(self, source: str, start: int, end: int, *, if_match: str) -> None:
         """Queue bytes ``[start, end)`` of object ``source`` (version ``if_match``) as a part."""
         self._make_room()
         number = self._take_number()
-        self._pending.append(self._pool.submit(
-            self._store.upload_part_copy, self.key, self.upload_id, number, source, start,
-            end, if_match=if_match))
+        future = self._pool.submit(self._store.upload_part_copy, self.key, self.upload_id,
+                                   number, source, start, end, if_match=if_match)
+        with self._lock:
+            self._pending.append(future)
 
     def check(self) -> None:
         """Raise the error of any part that already failed."""
@@ -65,9 +85,11 @@ class PartUploader:
 
     def abort(self) -> None:
         """Wait for running parts (their errors are ignored) and abort the upload."""
-        for future in self._pending:
+        with self._lock:
+            pending = list(self._pending)
+            self._pending.clear()
+        for future in pending:
             future.exception()
-        self._pending.clear()
         try:
             self._store.abort_upload(self.key, self.upload_id)
         except Exception:  # noqa: BLE001 - already failing; the upload is orphaned at worst
@@ -84,4 +106,6 @@ class PartUploader:
             self._collect()
 
     def _collect(self) -> None:
-        self._done.append(self._pending.popleft().result())
+        with self._lock:
+            future = self._pending.popleft()
+        self._done.append(future.result())

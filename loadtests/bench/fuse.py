@@ -12,7 +12,8 @@ and measures on the mount:
 * ``--files`` small files created (open, write ``--file-size`` bytes, close) one after another.
 
 The same workloads then run with boto3 against the gateway (a managed upload of the same
-file; ``GetObject`` bodies read in 1 MiB or 4 KiB pieces; one ``PutObject`` per small file),
+file; ``GetObject`` bodies read in 1 MiB or 4 KiB pieces, after dropping the page cache as
+for the mounts; one ``PutObject`` per small file),
 and, when ``s3fs`` is installed (Debian package ``s3fs``), on an s3fs-fuse mount of the same
 gateway. One Markdown table is printed with the ratios mount/boto3 and mount/s3fs.
 With ``--repeat N`` every workload runs N times per column and each cell is the median
@@ -214,9 +215,11 @@ def s3_client(endpoint: str) -> Any:
 
 
 def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes,
-                    run: int = 0) -> dict[str, Cell]:
+                    run: int = 0, *, cold_reads: bool = False) -> dict[str, Cell]:
     """Managed upload (both write rows: boto3 has no write block size); GetObject bodies read
-    in 1 MiB or 4 KiB pieces; one PutObject per small file."""
+    in 1 MiB or 4 KiB pieces; one PutObject per small file. With ``cold_reads`` the page
+    cache is dropped before each read, as for the mounts (the gateway then reads its data
+    directory from disk, not from the memory the upload just filled)."""
     mib = sizes.size / MiB
     out: dict[str, Cell] = {}
     for bs, tag in ((MiB, "1m"), (4096, "4k")):
@@ -224,6 +227,8 @@ def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes,
         start = time.perf_counter()
         s3.upload_file(str(source), bucket, key)
         out[f"write_{tag}"] = rate(mib, time.perf_counter() - start)
+        if cold_reads:
+            drop_caches()
         start = time.perf_counter()
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
         total = 0
@@ -371,8 +376,9 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
             mount = Column(name, fs_runs(root))
         progress("boto3")
         bucket = new_bucket("boto3")
-        direct = Column("boto3", median_cells([boto3_workloads(s3, bucket, source, sizes, i)
-                                               for i in range(repeat)]))
+        direct = Column("boto3", median_cells([
+            boto3_workloads(s3, bucket, source, sizes, i, cold_reads=cold_reads)
+            for i in range(repeat)]))
         s3fs_results: dict[str, Cell]
         if not with_s3fs:
             s3fs_results = dict.fromkeys((w.key for w in WORKLOADS), "not run (--no-s3fs)")

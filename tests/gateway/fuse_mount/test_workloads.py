@@ -18,6 +18,7 @@ import pytest
 
 from tests.gateway.fuse_mount.conftest import MountProcess
 from tests.gateway.fuse_mount.mpi_checkpoint import checkpoint_bytes, checkpoint_key
+from tests.gateway.fuse_mount.mpi_n1_checkpoint import expected_bytes
 
 RANKS = 2
 STEPS = 3
@@ -81,14 +82,14 @@ def test_bonnie_completes(mounted: MountProcess) -> None:
     assert list(directory.iterdir()) == []  # bonnie++ removed its files again
 
 
-def mpirun_argv() -> list[str]:
+def mpirun_argv(ranks: int = RANKS) -> list[str]:
     mpirun = need("mpirun", "openmpi-bin")
     try:
         import mpi4py  # noqa: F401
     except ImportError:
         pytest.skip("mpi4py is not installed (PyPI package mpi4py)")
     version = run([mpirun, "--version"], timeout=30)
-    argv = [mpirun, "-n", str(RANKS)]
+    argv = [mpirun, "-n", str(ranks)]
     if "Open MPI" in version.stdout + version.stderr:
         argv += ["--oversubscribe"]
         if os.geteuid() == 0:
@@ -113,3 +114,27 @@ def test_mpi_ranks_checkpoint_into_the_mount(mounted: MountProcess, s3) -> None:
             key = f"mpi/{checkpoint_key(rank, step)}"
             body = s3.get_object(Bucket=mounted.bucket, Key=key)["Body"].read()
             assert body == checkpoint_bytes(rank, step, CHECKPOINT_BASE), key
+
+
+N1_RANKS = 4
+N1_RECORDS = 3
+N1_BASE = 300_001
+
+
+@pytest.mark.timeout(240)
+def test_mpi_ranks_write_one_shared_file(mounted: MountProcess, s3) -> None:
+    """N-1: four ranks write interleaved, odd-sized, disjoint ranges of one file with
+    MPI-IO's collective Write_at_all; the object holds every rank's bytes in place."""
+    argv = mpirun_argv(N1_RANKS)
+    directory = mounted.path / "mpi-n1"
+    directory.mkdir()
+    script = Path(__file__).with_name("mpi_n1_checkpoint.py")
+    result = run([*argv, sys.executable, str(script), str(directory / "ckpt.bin"),
+                  "--records", str(N1_RECORDS), "--size", str(N1_BASE)], timeout=200)
+    assert result.returncode == 0, (result.stdout, result.stderr, mounted.log())
+    expected = expected_bytes(N1_RANKS, N1_RECORDS, N1_BASE)
+    assert f"{N1_RANKS} ranks x {N1_RECORDS} records: {len(expected)} bytes" in result.stdout
+    body = s3.get_object(Bucket=mounted.bucket, Key="mpi-n1/ckpt.bin")["Body"].read()
+    assert len(body) == len(expected)
+    assert body == expected
+    assert (directory / "ckpt.bin").read_bytes() == expected  # and through the mount

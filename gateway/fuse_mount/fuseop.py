@@ -1,0 +1,33 @@
+"""``fuse_op``: every exception of a FUSE operation leaves as ``FuseOSError(errno)``, through
+the one table of :func:`gateway.fuse_mount.errors.errno_for`."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from gateway.fuse_mount.binding import mfusepy
+from gateway.fuse_mount.errors import errno_for
+
+log = logging.getLogger("gateway.fuse_mount.operations")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn any exception into ``FuseOSError(errno)``; log the unexpected ones."""
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except mfusepy.FuseOSError:
+            raise
+        except Exception as exc:
+            number = errno_for(exc)
+            if not isinstance(exc, OSError) and number == errno.EIO:
+                log.exception("%s%r failed", method.__name__, args[1:2])
+            raise mfusepy.FuseOSError(number) from exc
+    return wrapper

@@ -1,0 +1,74 @@
+"""N-1 through several mounts of one bucket (``--shared-files``): each mount writes its own
+ranges of one file; the last writer to close completes one object holding all of them."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.fuse_mount.conftest import MountProcess
+from tests.gateway.fuse_mount.mpi_n1_checkpoint import expected_bytes, layout, range_bytes
+from tests.gateway.fuse_mount.test_workloads import mpirun_argv, run
+from tests.support.server import SquallProcess
+
+MiB = 1024 * 1024
+SHARED = ["--shared-files", "shared/*", "--block-size", "5MiB"]
+
+
+@pytest.fixture
+def two_mounts(squall: SquallProcess, mount_bucket: str,
+               tmp_path: Path) -> Iterator[tuple[MountProcess, MountProcess]]:
+    first = MountProcess(squall.endpoint, mount_bucket, tmp_path / "a", SHARED).start()
+    try:
+        second = MountProcess(squall.endpoint, mount_bucket, tmp_path / "b", SHARED).start()
+        try:
+            yield first, second
+        finally:
+            assert second.stop() == 0, second.log()
+    finally:
+        assert first.stop() == 0, first.log()
+
+
+def test_two_mounts_write_disjoint_ranges_of_one_file(
+        two_mounts: tuple[MountProcess, MountProcess], s3) -> None:
+    a, b = two_mounts
+    name = f"shared/ckpt-{uuid.uuid4().hex[:8]}.bin"
+    (a.path / "shared").mkdir(exist_ok=True)
+    ranges = layout(4, 2, 2 * MiB + 12_345)  # parts of 5 MiB: whole ones and boundaries
+    fds = [os.open(m.path / name, os.O_WRONLY | os.O_CREAT, 0o644) for m in (a, b)]
+    try:
+        for rank, offset, length in ranges:
+            os.pwrite(fds[rank % 2], range_bytes(rank, offset, length), offset)
+        os.fsync(fds[0])
+        assert "Contents" not in s3.list_objects_v2(Bucket=a.bucket, Prefix=name)
+    finally:
+        os.close(fds[0])  # the first writer leaves: nothing published yet
+        assert "Contents" not in s3.list_objects_v2(Bucket=a.bucket, Prefix=name)
+        os.close(fds[1])  # the last one completes
+    body = s3.get_object(Bucket=a.bucket, Key=name)["Body"].read()
+    assert body == b"".join(range_bytes(r, o, n) for r, o, n in ranges)
+    assert s3.list_multipart_uploads(Bucket=a.bucket, Prefix=name).get("Uploads", []) == []
+    leftovers = s3.list_objects_v2(Bucket=a.bucket, Prefix=".squall-shared/")
+    assert not [o["Key"] for o in leftovers.get("Contents", []) if name in o["Key"]]
+
+
+@pytest.mark.timeout(240)
+def test_mpi_ranks_on_two_mounts_write_one_shared_file(
+        two_mounts: tuple[MountProcess, MountProcess], s3) -> None:
+    a, b = two_mounts
+    argv = mpirun_argv(4)
+    if "--oversubscribe" in argv:  # Open MPI: every rank aggregates (writes) its own ranges
+        argv += ["--mca", "io_ompio_num_aggregators", "4"]
+    name = f"shared/mpi-{uuid.uuid4().hex[:8]}.bin"
+    (a.path / "shared").mkdir(exist_ok=True)
+    script = Path(__file__).with_name("mpi_n1_checkpoint.py")
+    result = run([*argv, sys.executable, str(script), str(a.path / name), "--second-path",
+                  str(b.path / name), "--records", "3", "--size", "300001"], timeout=120)
+    assert result.returncode == 0, (result.stdout, result.stderr, a.log(), b.log())
+    body = s3.get_object(Bucket=a.bucket, Key=name)["Body"].read()
+    assert body == expected_bytes(4, 3, 300_001)
