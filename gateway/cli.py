@@ -96,6 +96,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                                             "SQUALL_CLUSTER_SECRET: flags show in ps)")
     k.add_argument("--peer-ca", type=Path, help="PEM CA certificate(s) trusted for "
                    "https:// members in --peers (a private CA)")
+    k.add_argument("--dirty-replicas", type=int, metavar="R",
+                   help="members keeping each unflushed write: the key's owner and the "
+                        "next R-1 on its ring (default 2 with two members or more; 1 "
+                        "turns mirroring off)")
     tls = p.add_argument_group("TLS (see docs/tls.md)")
     tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve HTTPS "
                      "(reloaded on SIGHUP)")

@@ -203,7 +203,9 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     cluster = None
     clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
-                                  peer_ca=settings.peer_ca)
+                                  peer_ca=settings.peer_ca,
+                                  dirty_replicas=settings.dirty_replicas,
+                                  mirror_dir=settings.data_dir / "mirror")
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend

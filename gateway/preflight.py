@@ -105,7 +105,8 @@ def check_cluster(settings: Settings) -> None:
     """With ``--peers``: this member's entry is where it listens, and a cluster of
     several members shares configured S3 credentials (a generated pair would differ on
     every member)."""
-    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret)
+    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
+                                  dirty_replicas=settings.dirty_replicas)
     if clustering is None:
         return
     ring = clustering.ring

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     cluster_secret: str | None = None
     # A private CA (PEM) trusted for https:// members in peers, besides the system's.
     peer_ca: Path | None = None
+    # Members holding each unflushed write: its owner and the next R-1 on its ring
+    # (docs/cluster.md, "Mirrored write-back"); default 2 with >= 2 members, else 1.
+    dirty_replicas: int | None = Field(default=None, ge=1)
     # HTTPS on the listening port (docs/tls.md): PEM certificate chain and private key,
     # loaded again on SIGHUP.
     tls_cert: Path | None = None

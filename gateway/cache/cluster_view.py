@@ -99,6 +99,33 @@ class ClusterView:
         records the backend refused for good)."""
         await self._tier.wait_flushed(bucket)
 
+    # -- mirrored write-back (gateway/cluster/replication.py) ---------------------------
+    def entry(self, bucket: str, key: str) -> Entry | None:
+        """This member's record of the key, as it is now."""
+        return self._store.get(bucket, key)
+
+    def on_flushed(self, listener: Callable[[tuple[str, str]], None]) -> None:
+        """Call ``listener((bucket, key))`` each time a flush makes a record clean."""
+        self._store.flushed_listeners.append(listener)
+
+    async def discard(self, bucket: str, key: str) -> bool:
+        """Forget the key's record without flushing it (a newer state of the key is
+        held elsewhere); a flush already in flight completes. Whether one was held."""
+        store = self._store
+        async with store.keys.hold((bucket, key)):
+            if store.get(bucket, key) is None:
+                return False
+            await store.commit((bucket, key), None, sync=store.sync)
+            return True
+
+    def expedite(self, bucket: str, key: str) -> None:
+        """Flush the key's record ahead of others (it was taken over from a member that
+        is down)."""
+        entry = self._store.get(bucket, key)
+        if entry is not None and entry.dirty:
+            self._store.urgent.add(entry.bk)
+            self._store.changed()
+
     def _expedite(self, bucket: str, which: Callable[[Entry], bool]) -> int:
         store = self._store
         chosen = [e.bk for e in store.dirty_entries(bucket) if which(e)]

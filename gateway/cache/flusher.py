@@ -220,6 +220,8 @@ class Flusher:
                 else:
                     await store.commit(bk, replace(current, state=EntryState.CLEAN,
                                                    dirty_since=None), sync=False)
+                for listener in store.flushed_listeners:
+                    listener(bk)
         finally:
             self._inflight.discard(bk)
             # Premature (III-A.3): picked, or needed, only to make room in phase 1.

@@ -61,6 +61,8 @@ class CacheStore:
         self.parts: dict[str, dict[int, Part]] = {}
         self.drain_requests = 0
         self.urgent: set[BK] = set()
+        #: called with each key whose record a flush made clean (or removed, a deletion)
+        self.flushed_listeners: list[Callable[[BK], None]] = []
         #: backend multipart uploads opened by the flusher: upload id -> (bucket, key)
         self.flush_uploads: dict[str, BK] = {}
         #: keys whose flusher upload is being created (its id is not known yet)

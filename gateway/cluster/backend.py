@@ -41,8 +41,10 @@ from gateway.cache.listing import merge_sorted
 from gateway.cache.tier import CacheTier
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem, KeyOperations
+from gateway.cluster.placement import Placement
 from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
-from gateway.cluster.ring import Ring, routing_key
+from gateway.cluster.replication import Replication
+from gateway.cluster.ring import routing_key
 from gateway.listing import closing
 
 log = logging.getLogger("squall.cluster")
@@ -61,9 +63,12 @@ async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
 class ClusterBackend:
     """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers."""
 
-    def __init__(self, local: Backend, ring: Ring, peers: dict[int, PeerClient], *,
-                 cache: ClusterView | None = None) -> None:
+    def __init__(self, local: Backend, ring: Placement, peers: dict[int, PeerClient], *,
+                 cache: ClusterView | None = None,
+                 replication: Replication | None = None) -> None:
         self._local = local
+        # mirrored write-back: copies of this node's writes on the next members
+        self._replication = replication
         self._cache = cache
         self._ring = ring
         self._peers = peers
@@ -139,6 +144,18 @@ class ClusterBackend:
             await self._local.head_bucket(bucket)
             self._known_buckets.add(bucket)
 
+    async def _take(self, bucket: str, key: str) -> None:
+        """Before serving a key here: a mirror copy of it held here (its owner is down)
+        becomes this node's record first. A dict lookup when there is none."""
+        replication = self._replication
+        if replication is not None and (bucket, key) in replication.store.records:
+            await replication.adopt(bucket, key)
+
+    async def _mirror(self, bucket: str, key: str) -> None:
+        """After a write served here: copy the key's new state to its mirrors."""
+        if self._replication is not None:
+            await self._replication.replicate(bucket, key)
+
     def _wrote_remotely(self) -> None:
         task = asyncio.current_task()
         if task is not None:
@@ -191,14 +208,18 @@ class ClusterBackend:
                                           content_md5=content_md5, if_match=if_match,
                                           if_none_match=if_none_match)
         await self._check_bucket(bucket)
+        await self._take(bucket, key)
         if isinstance(self._local, CacheTier):
-            return await self._local.put_object(bucket, key, body, meta=meta,
+            info = await self._local.put_object(bucket, key, body, meta=meta,
                                                 content_md5=content_md5, if_match=if_match,
                                                 if_none_match=if_none_match,
                                                 size_hint=size_hint)
-        return await self._local.put_object(bucket, key, body, meta=meta,
-                                            content_md5=content_md5, if_match=if_match,
-                                            if_none_match=if_none_match)
+        else:
+            info = await self._local.put_object(bucket, key, body, meta=meta,
+                                                content_md5=content_md5, if_match=if_match,
+                                                if_none_match=if_none_match)
+        await self._mirror(bucket, key)
+        return info
 
     async def get_object(self, bucket: str, key: str, *,
                          byte_range: RangeRequest | None = None) -> ObjectStream:
@@ -213,12 +234,14 @@ class ClusterBackend:
                             bucket, key)
                 shared = self._local.inner if isinstance(self._local, CacheTier) else self._local
                 return await shared.get_object(bucket, key, byte_range=byte_range)
+        await self._take(bucket, key)
         return await self._local.get_object(bucket, key, byte_range=byte_range)
 
     async def head_object(self, bucket: str, key: str) -> ObjectInfo:
         owner = self.owner_of(bucket, key)
         if owner is not None:
             return await owner.head_object(bucket, key)
+        await self._take(bucket, key)
         return await self._local.head_object(bucket, key)
 
     async def delete_object(self, bucket: str, key: str) -> None:
@@ -228,14 +251,19 @@ class ClusterBackend:
             await owner.delete_object(bucket, key)
             return
         await self._check_bucket(bucket)
+        await self._take(bucket, key)
         await self._local.delete_object(bucket, key)
+        await self._mirror(bucket, key)
 
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
         owner = self.owner_of(bucket, key)
         if owner is not None:
             self._wrote_remotely()
             return await owner.replace_metadata(bucket, key, meta)
-        return await self._local.replace_metadata(bucket, key, meta)
+        await self._take(bucket, key)
+        info = await self._local.replace_metadata(bucket, key, meta)
+        await self._mirror(bucket, key)
+        return info
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                           dst_key: str, *, meta: ObjectMeta,
@@ -245,8 +273,12 @@ class ClusterBackend:
         if self._ring.owns(src_bucket, src_key) and self._ring.owns(dst_bucket, dst_key) \
                 and isinstance(self._local, CopyingBackend):
             await self._check_bucket(dst_bucket)
-            return await self._local.copy_object(src_bucket, src_key, dst_bucket, dst_key,
+            await self._take(src_bucket, src_key)
+            await self._take(dst_bucket, dst_key)
+            info = await self._local.copy_object(src_bucket, src_key, dst_bucket, dst_key,
                                                  meta=meta, src_etag=src_etag)
+            await self._mirror(dst_bucket, dst_key)
+            return info
         async with await self.get_object(src_bucket, src_key) as stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
@@ -284,8 +316,19 @@ class ClusterBackend:
             overlay = taken[1]
             return overlay[bisect.bisect_right(overlay, start_after, key=lambda p: p[0]):]
         peers = self._holders(bucket, prefix)
+        replication = self._replication
+        if replication is not None:
+            # A member that is down: its unflushed writes are listed from the mirror
+            # copies (the other members' answers and this member's own).
+            peers = [p for p in peers if not self._ring.down(p.node)]
         snapshots = await gather_all([p.dirty(bucket, prefix, start_after) for p in peers])
-        overlay = merge_overlays(self._ring, bucket, snapshots, [p.node for p in peers])
+        nodes = [p.node for p in peers]
+        if replication is not None:
+            own = replication.down_copies(bucket, prefix, start_after)
+            if own:
+                snapshots.append(own)
+                nodes.append(self._ring.self_index)
+        overlay = merge_overlays(self._ring, bucket, snapshots, nodes)
         if task is not None:
             self._snapshots.setdefault(task, {})[(bucket, prefix)] = (start_after, overlay)
         return overlay
@@ -315,8 +358,11 @@ class ClusterBackend:
                                         if_match: str | None = None,
                                         if_none_match: str | None = None) -> ObjectInfo:
         await self._check_bucket(bucket)
-        return await self._multipart().complete_multipart_upload(
+        await self._take(bucket, key)
+        info = await self._multipart().complete_multipart_upload(
             bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
+        await self._mirror(bucket, key)
+        return info
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._multipart().abort_multipart_upload(bucket, key, upload_id)
@@ -343,7 +389,7 @@ class ClusterBackend:
         await self._local.aclose()
 
 
-def merge_overlays(ring: Ring, bucket: str, snapshots: Sequence[Overlay],
+def merge_overlays(ring: Placement, bucket: str, snapshots: Sequence[Overlay],
                    nodes: Sequence[int]) -> Overlay:
     """One sorted overlay from several members'. Keys have one owner, so they rarely
     meet; when they do (records left from an earlier member list), the owner's wins."""

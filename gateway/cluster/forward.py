@@ -23,9 +23,10 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backends.errors import StorageError
+from gateway.cluster.bodyseal import unseal
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
-from gateway.cluster.ring import Ring
+from gateway.cluster.placement import Placement
 from gateway.cluster.transport import PeerTransport
 from gateway.s3api.endpoint import parse_target
 from gateway.s3api.errors import InternalError, s3_error_for
@@ -46,7 +47,7 @@ _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", 
 class ClusterGateway:
     """ASGI: peer protocol, ring view, forwarding; everything else goes to ``inner``."""
 
-    def __init__(self, inner: ASGIApp, *, ring: Ring, auth: PeerAuth,
+    def __init__(self, inner: ASGIApp, *, ring: Placement, auth: PeerAuth,
                  transport: PeerTransport, peer_api: PeerAPI,
                  describe: Callable[[], dict[str, Any]], domain: str | None,
                  registry: CollectorRegistry | None = None) -> None:
@@ -104,8 +105,10 @@ class ClusterGateway:
     async def _serve_forwarded(self, scope: Scope, receive: Receive, send: Send,
                                marker: bytes) -> None:
         try:
+            value = marker.decode("latin-1")
             self._auth.verify(scope["method"], scope.get("raw_path") or b"",
-                              scope["query_string"], marker.decode("latin-1"), once=False)
+                              scope["query_string"], value, once=False)
+            scope, receive = unseal(scope, receive, self._auth.body_key(value))
         except StorageError as exc:
             await self._error(scope, receive, send, exc)
             return

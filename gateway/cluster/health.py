@@ -41,6 +41,7 @@ class MemberState:
     last_ok: float | None = None
     error: str | None = None
     latency_ms: float | None = None
+    checked: float = 0.0  # when the last check ended
 
 
 class HealthMonitor:
@@ -113,6 +114,7 @@ class HealthMonitor:
                     health.value, f": {error}" if error else "")
             state.health, state.since = health, now
         state.error = error
+        state.checked = now
         if health is Health.UP:
             state.last_ok = now
             state.latency_ms = round(latency_ms, 3)

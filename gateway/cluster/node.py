@@ -17,9 +17,12 @@ from gateway.cache.tier import CacheTier
 from gateway.cluster.backend import ClusterBackend
 from gateway.cluster.forward import ClusterGateway
 from gateway.cluster.health import HealthMonitor
+from gateway.cluster.mirror_store import MirrorStore
 from gateway.cluster.peer_api import PeerAPI
 from gateway.cluster.peerauth import PeerAuth
+from gateway.cluster.placement import Placement
 from gateway.cluster.remote import PeerClient
+from gateway.cluster.replication import Replication
 from gateway.cluster.ring import HASH_NAME, Ring
 from gateway.cluster.settings import ClusterSettings
 from gateway.cluster.transport import PeerTransport
@@ -43,25 +46,39 @@ class ClusterNode:
         self.transport = PeerTransport(settings, self.auth)
         peers = {i: PeerClient(self.transport, i) for i in range(len(ring.members))
                  if i != ring.self_index}
-        self.backend = ClusterBackend(local, ring, peers, cache=self._cache)
         self.health = HealthMonitor(ring, self.transport, interval_s=settings.health_interval_s,
                                     registry=registry)
-        self.peer_api = PeerAPI(local, self._cache, ring, self.auth, self.backend.forget_bucket,
+        self.placement = Placement(ring, self.health, settings.dirty_replicas)
+        self.replication: Replication | None = None
+        if self.placement.mirrored and self._cache is not None \
+                and settings.mirror_dir is not None:
+            self.replication = Replication(self.placement, MirrorStore(settings.mirror_dir),
+                                           self._cache, local, peers)
+        self.backend = ClusterBackend(local, self.placement, peers, cache=self._cache,
+                                      replication=self.replication)
+        self.peer_api = PeerAPI(local, self._cache, self.placement, self.auth,
+                                self.backend.forget_bucket,
                                 self.backend.heard_settings_changed,
-                                lambda: self.backend.key_operations)
+                                lambda: self.backend.key_operations,
+                                replication=self.replication,
+                                objects=self.backend if self.replication else None)
         self.ready: Callable[[], bool] = lambda: True
 
     async def start(self) -> None:
         if self._cache is not None:
             await hand_off(self._cache, self.ring)
+        if self.replication is not None:
+            await self.replication.start()
         self.health.start()
 
     async def stop(self) -> None:
+        if self.replication is not None:
+            await self.replication.stop()
         await self.health.stop()
         await self.transport.aclose()
 
     def asgi(self, inner: ASGIApp, *, domain: str | None) -> ClusterGateway:
-        return ClusterGateway(inner, ring=self.ring, auth=self.auth, transport=self.transport,
+        return ClusterGateway(inner, ring=self.placement, auth=self.auth, transport=self.transport,
                               peer_api=self.peer_api, describe=self.describe, domain=domain,
                               registry=self._registry)
 

@@ -16,19 +16,28 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from backends.base import Backend, RangeRequest
-from backends.errors import BucketNotEmpty, IncompleteBody, ServiceUnavailable, StorageError
+from backends.errors import (
+    BucketNotEmpty,
+    IncompleteBody,
+    NoSuchKey,
+    ServiceUnavailable,
+    StorageError,
+)
 from backends.numbers import natural
 from gateway.cache.cluster_view import ClusterView
 from gateway.cluster import wire
+from gateway.cluster.bodyseal import unseal
 from gateway.cluster.errors import PeerAuthFailed
 from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
 from gateway.cluster.peerauth import HEADER, PeerAuth
-from gateway.cluster.ring import Ring
+from gateway.cluster.placement import Placement
+from gateway.cluster.replication import Replication
 from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
 from gateway.s3api.responses import ObjectStreamResponse
 
 log = logging.getLogger("squall.cluster")
 PATH_PREFIX = "/_squall/peer/"
+_SENDER = "squall.peer_sender"
 # A delete-objects request: at most 1000 keys of 1 KiB, each at most tripled by JSON.
 MAX_DELETE_BODY = MAX_DELETE_ITEMS * 4 * 1024
 
@@ -89,11 +98,18 @@ class PeerAPI:
     keys this node owns (None until the gateway core is built).
     """
 
-    def __init__(self, local: Backend, cache: ClusterView | None, ring: Ring, auth: PeerAuth,
+    def __init__(self, local: Backend, cache: ClusterView | None, ring: Placement,
+                 auth: PeerAuth,
                  forget_bucket: Callable[[str], None],
                  settings_changed: Callable[[str], None],
-                 key_operations: Callable[[], KeyOperations | None] = lambda: None) -> None:
+                 key_operations: Callable[[], KeyOperations | None] = lambda: None,
+                 replication: Replication | None = None,
+                 objects: Backend | None = None) -> None:
         self._local = local
+        # object calls for keys this node serves: through the cluster layer when it
+        # mirrors writes (objects), else the local stack
+        self._objects = objects if objects is not None else local
+        self._replication = replication
         self._cache = cache
         self._ring = ring
         self._auth = auth
@@ -112,6 +128,11 @@ class PeerAPI:
             ("POST", "drain"): self.drain,
             ("POST", "forget"): self.forget,
             ("POST", "settings"): self.settings,
+            ("PUT", "mirror"): self.mirror_put,
+            ("POST", "mirror-drop"): self.mirror_drop,
+            ("POST", "claim"): self.claim,
+            ("GET", "held"): self.held,
+            ("POST", "release"): self.release,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -120,8 +141,10 @@ class PeerAPI:
             marker = request.headers.get(HEADER)
             if marker is None:
                 raise PeerAuthFailed("Peer endpoints need the cluster peer signature.")
-            self._auth.verify(scope["method"], scope.get("raw_path") or b"",
-                              scope["query_string"], marker)
+            sender = self._auth.verify(scope["method"], scope.get("raw_path") or b"",
+                                       scope["query_string"], marker)
+            request = Request(*unseal({**scope, _SENDER: sender}, receive,
+                                      self._auth.body_key(marker)))
             handler = self._routes.get((scope["method"], scope["path"][len(PATH_PREFIX):]))
             if handler is None:
                 raise InvalidArgument(f"no peer operation {scope['method']} {scope['path']}")
@@ -144,7 +167,7 @@ class PeerAPI:
 
     # -- objects -----------------------------------------------------------------------
     async def head_object(self, request: Request) -> Response:
-        info = await self._local.head_object(*self._owned(request))
+        info = await self._objects.head_object(*self._owned(request))
         return Response(b"", headers={wire.INFO_HEADER: wire.dumps(wire.to_json(info))})
 
     async def get_object(self, request: Request) -> Response:
@@ -153,7 +176,7 @@ class PeerAPI:
         byte_range = None
         if first is not None or last is not None or suffix is not None:
             byte_range = RangeRequest(first, last, suffix)
-        stream = await self._local.get_object(bucket, key, byte_range=byte_range)
+        stream = await self._objects.get_object(bucket, key, byte_range=byte_range)
         return ObjectStreamResponse(stream, status=200, headers={
             wire.INFO_HEADER: wire.dumps(wire.to_json(stream.info))})
 
@@ -161,7 +184,7 @@ class PeerAPI:
         bucket, key = self._owned(request)
         meta = wire.meta_from(json.loads(request.headers.get("x-squall-meta") or "{}"))
         md5 = request.headers.get("x-squall-md5")
-        info = await self._local.put_object(
+        info = await self._objects.put_object(
             bucket, key, request_body(request.receive), meta=meta,
             content_md5=bytes.fromhex(md5) if md5 else None,
             if_match=request.headers.get("x-squall-if-match"),
@@ -169,13 +192,13 @@ class PeerAPI:
         return _json_response(wire.to_json(info))
 
     async def delete_object(self, request: Request) -> Response:
-        await self._local.delete_object(*self._owned(request))
+        await self._objects.delete_object(*self._owned(request))
         return _json_response(None)
 
     async def replace_metadata(self, request: Request) -> Response:
         bucket, key = self._owned(request)
         meta = wire.meta_from(json.loads(await request.body()))
-        info = await self._local.replace_metadata(bucket, key, meta)
+        info = await self._objects.replace_metadata(bucket, key, meta)
         return _json_response(wire.to_json(info))
 
     async def delete_objects(self, request: Request) -> Response:
@@ -205,6 +228,64 @@ class PeerAPI:
                 answers.append(InternalError())
         return _json_response([wire.answer_to_json(a) for a in answers])
 
+    # -- mirrored write-back (gateway/cluster/replication.py) ---------------------------
+    def _mirroring(self) -> Replication:
+        if self._replication is None:
+            raise InvalidArgument(f"cluster member {self._ring.self_index} does not keep "
+                                  "mirror copies (--dirty-replicas 1)")
+        return self._replication
+
+    async def mirror_put(self, request: Request) -> Response:
+        """Keep a copy of another member's unflushed write, durably, then answer."""
+        replication = self._mirroring()
+        bucket, key = _param(request, "bucket"), _param(request, "key")
+        owner, epoch, seq = (_int_param(request, n) for n in ("owner", "epoch", "seq"))
+        if owner is None or epoch is None or seq is None \
+                or owner >= len(self._ring.members):
+            raise InvalidArgument("mirror copy without a valid owner, epoch and seq")
+        raw = request.headers.get(wire.INFO_HEADER)
+        info = wire.info_from(json.loads(raw)) if raw else None
+        await replication.store.raise_epoch(owner, epoch)
+        await replication.store.put(bucket, key, owner=owner, epoch=epoch, seq=seq,
+                                    info=info, body=request_body(request.receive))
+        return _json_response(None)
+
+    async def mirror_drop(self, request: Request) -> Response:
+        replication = self._mirroring()
+        try:
+            data = json.loads(await _bounded_body(request, 64 << 20))
+            items = [(str(b), str(k), int(e), int(q)) for b, k, e, q in data]
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"malformed mirror-drop request: {exc}") from None
+        return _json_response(await replication.store.drop(items))
+
+    async def claim(self, request: Request) -> Response:
+        answer = await self._mirroring().answer_claim(request.scope[_SENDER])
+        return _json_response(answer.to_json())
+
+    async def held(self, request: Request) -> Response:
+        replication = self._mirroring()
+        bucket, key = _param(request, "bucket"), _param(request, "key")
+        if request.query_params.get("source") == "mirror":
+            record = replication.store.records.get((bucket, key))
+            if record is None or record.info is None:
+                raise NoSuchKey(bucket, key)
+            return StreamingResponse(replication.store.read(record), headers={
+                wire.INFO_HEADER: wire.dumps(wire.to_json(record.info))})
+        stream = await self._local.get_object(bucket, key)
+        return ObjectStreamResponse(stream, status=200, headers={
+            wire.INFO_HEADER: wire.dumps(wire.to_json(stream.info))})
+
+    async def release(self, request: Request) -> Response:
+        replication = self._mirroring()
+        try:
+            keys = [(str(b), str(k)) for b, k in json.loads(
+                await _bounded_body(request, 64 << 20))]
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"malformed release request: {exc}") from None
+        await replication.release(request.scope[_SENDER], keys)
+        return _json_response(None)
+
     # -- listings and buckets ----------------------------------------------------------
     async def dirty(self, request: Request) -> Response:
         """NDJSON, sorted by key: this node's unflushed records in the range, taken now
@@ -212,14 +293,21 @@ class PeerAPI:
         bucket = _param(request, "bucket")
         prefix = request.query_params.get("prefix", "")
         after = request.query_params.get("start_after", "")
-        snapshot = self._cache.dirty_snapshot(bucket, prefix, after) \
+        snapshot = [(e.key, None if e.deleted else e.info())
+                    for e in self._cache.dirty_snapshot(bucket, prefix, after)] \
             if self._cache is not None else []
+        if self._replication is not None:  # copies of keys whose owner is down
+            copies = self._replication.down_copies(bucket, prefix, after)
+            if copies:
+                held = {key for key, _ in snapshot}
+                snapshot = sorted(snapshot + [c for c in copies if c[0] not in held],
+                                  key=lambda pair: pair[0])
 
         async def lines() -> AsyncIterator[bytes]:
             batch: list[str] = []
-            for entry in snapshot:
-                info = None if entry.deleted else wire.to_json(entry.info())
-                batch.append(wire.dumps({"key": entry.key, "info": info}))
+            for key, found in snapshot:
+                info = None if found is None else wire.to_json(found)
+                batch.append(wire.dumps({"key": key, "info": info}))
                 if len(batch) >= 256:
                     yield ("\n".join(batch) + "\n").encode()
                     batch = []

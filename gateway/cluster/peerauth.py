@@ -9,8 +9,8 @@ node ids and the ring id, so a marker cannot be moved to another request, anothe
 or another cluster layout. The receiver refuses markers older or newer than the allowed
 skew and, on peer endpoints, nonces it has already seen (a forwarded S3 request carries
 the client's own SigV4 signature; replaying its marker could only make the owner serve
-what it owns anyway, so no nonce is kept for it). Bodies are not covered: use TLS or a private
-network where an attacker could tamper with peer connections (docs/cluster.md).
+what it owns anyway, so no nonce is kept for it). Bodies carry a tag of their own, keyed
+by the secret and the marker (:mod:`gateway.cluster.bodyseal`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from backends.numbers import natural
+from gateway.cluster.bodyseal import body_key
 from gateway.cluster.errors import PeerAuthFailed, RingMismatch
 
 HEADER = "x-squall-peer"
@@ -88,6 +89,10 @@ class PeerAuth:
         self._seen[seen] = now + 2 * self._skew
         self._expiry.append((now + 2 * self._skew, seen))
         return member
+
+    def body_key(self, marker: str) -> bytes:
+        """The key of the body tag of the request carrying ``marker`` (bodyseal)."""
+        return body_key(self._secret, marker)
 
     def _forget(self, now: float) -> None:
         while self._expiry and self._expiry[0][0] < now:

@@ -6,6 +6,7 @@ Paths are ``/_squall/peer/<operation>`` with names in the query; see
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import AsyncIterator, Sequence
@@ -32,6 +33,40 @@ class UploadsSnapshot:
     hidden_keys: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class HeldCopy:
+    """A mirror copy a member holds (see :mod:`gateway.cluster.replication`)."""
+
+    bucket: str
+    key: str
+    owner: int
+    epoch: int
+    seq: int
+    deleted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAnswer:
+    """What a member knows of a returning member's keys: the highest owner epoch it
+    has seen for it, the keys it wrote for it while it was down, the mirror copies of
+    its keys it holds."""
+
+    epoch: int
+    acted: list[tuple[str, str]]
+    held: list[HeldCopy]
+
+    def to_json(self) -> dict[str, object]:
+        return {"epoch": self.epoch, "acted": [list(bk) for bk in self.acted],
+                "held": [dataclasses.asdict(h) for h in self.held]}
+
+    @classmethod
+    def from_json(cls, data: object) -> ClaimAnswer:
+        if not isinstance(data, dict):
+            raise ServiceUnavailable("malformed claim answer")
+        return cls(int(data["epoch"]), [(str(b), str(k)) for b, k in data["acted"]],
+                   [HeldCopy(**h) for h in data["held"]])
+
+
 class PeerClient:
     """Storage operations on member ``node``; its typed errors are raised here again."""
 
@@ -41,10 +76,12 @@ class PeerClient:
 
     async def _call(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
-                    content: AsyncIterator[bytes] | None = None) -> PeerResponse:
+                    content: AsyncIterator[bytes] | None = None,
+                    wait_continue: bool = True) -> PeerResponse:
         query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
         response = await self._transport.open(self.node, method, PREFIX + operation.encode(),
-                                              query, headers=headers, content=content)
+                                              query, headers=headers, content=content,
+                                              wait_continue=wait_continue)
         if response.status < 300:
             return response
         await response.aclose()
@@ -56,9 +93,10 @@ class PeerClient:
 
     async def _json(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
-                    content: AsyncIterator[bytes] | None = None) -> object:
+                    content: AsyncIterator[bytes] | None = None,
+                    wait_continue: bool = True) -> object:
         response = await self._call(method, operation, params, headers=headers,
-                                    content=content)
+                                    content=content, wait_continue=wait_continue)
         try:
             data = b"".join([c async for c in self._transport.body(self.node, response)])
         finally:
@@ -132,6 +170,52 @@ class PeerClient:
             raise ServiceUnavailable(f"cluster member {self.node} answered delete-objects "
                                      "with a malformed answer")
         return [wire.answer_from_json(answer) for answer in data]
+
+    # -- mirrored write-back ------------------------------------------------------------
+    async def mirror_put(self, bucket: str, key: str, *, owner: int, epoch: int, seq: int,
+                         info: ObjectInfo | None, body: AsyncIterator[bytes]) -> None:
+        """The member keeps this copy durably (info None: a deletion) before answering."""
+        params = {"bucket": bucket, "key": key, "owner": str(owner), "epoch": str(epoch),
+                  "seq": str(seq)}
+        headers = []
+        if info is not None:
+            headers.append((wire.INFO_HEADER.encode(), wire.dumps(wire.to_json(info)).encode()))
+        await self._json("PUT", "mirror", params, headers=headers, content=body,
+                         wait_continue=False)
+
+    async def mirror_drop(self, items: Sequence[tuple[str, str, int, int]]) -> None:
+        """The member drops its copies of these keys up to these (epoch, seq)."""
+        body = wire.dumps([list(item) for item in items]).encode()
+        await self._json("POST", "mirror-drop", {},
+                         headers=[(b"content-length", str(len(body)).encode())],
+                         content=_once(body))
+
+    async def claim(self) -> ClaimAnswer:
+        """This member is back: the member answers what it knows and holds of its keys."""
+        return ClaimAnswer.from_json(await self._json("POST", "claim", {}))
+
+    async def held(self, bucket: str, key: str, *, source: str) -> ObjectStream:
+        """The member's state of a key: its own (``source="cache"``) or its mirror copy;
+        NoSuchKey for a deletion."""
+        response = await self._call("GET", "held", {"bucket": bucket, "key": key,
+                                                    "source": source})
+        try:
+            info = wire.info_from(json.loads(response.header(wire.INFO_HEADER) or ""))
+        except BaseException:
+            await response.aclose()
+            raise
+
+        async def close(_exhausted: bool) -> None:
+            await response.aclose()
+        return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
+                                              close), None)
+
+    async def release(self, keys: Sequence[tuple[str, str]]) -> None:
+        """This member took these keys back: the member forgets its records of them."""
+        body = wire.dumps([list(bk) for bk in keys]).encode()
+        await self._json("POST", "release", {},
+                         headers=[(b"content-length", str(len(body)).encode())],
+                         content=_once(body))
 
     # -- listings and buckets ----------------------------------------------------------
     async def dirty(self, bucket: str, prefix: str, start_after: str) -> Overlay:

@@ -41,6 +41,10 @@ class ClusterSettings:
     connections_per_peer: int = 128
     #: PEM CA certificates trusted for https:// members, besides the system's
     peer_ca: Path | None = None
+    #: members holding each unflushed write (the owner and R-1 mirrors)
+    dirty_replicas: int = 1
+    #: where this member keeps its mirror copies (``<data dir>/mirror``)
+    mirror_dir: Path | None = None
 
 
 def find_self(members: Sequence[str], names: Sequence[str]) -> int:
@@ -66,15 +70,23 @@ def _is_ip(host: str) -> bool:
 
 
 def cluster_settings(peers: Sequence[str], node_id: int | None,
-                     secret: str | None, *, peer_ca: Path | None = None
+                     secret: str | None, *, peer_ca: Path | None = None,
+                     dirty_replicas: int | None = None, mirror_dir: Path | None = None
                      ) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
     a user can act on for an inconsistent combination."""
     if not peers:
         if node_id is not None:
             raise ValueError("--node-id needs --peers (the ordered member list)")
+        if dirty_replicas not in (None, 1):
+            raise ValueError("--dirty-replicas above 1 needs --peers (the members that "
+                             "keep the copies)")
         return None
     members = check_peers(peers)
+    replicas = dirty_replicas if dirty_replicas is not None else min(2, len(members))
+    if not 1 <= replicas <= len(members):
+        raise ValueError(f"--dirty-replicas must be between 1 and the number of members "
+                         f"({len(members)}), not {replicas}")
     if node_id is None:
         node_id = find_self(members, [socket.gethostname(), socket.getfqdn()])
     if not 0 <= node_id < len(members):
@@ -87,4 +99,5 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
         raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
                          "characters long")
     return ClusterSettings(ring=Ring(tuple(members), node_id),
-                           secret=(secret or "").encode(), peer_ca=peer_ca)
+                           secret=(secret or "").encode(), peer_ca=peer_ca,
+                           dirty_replicas=replicas, mirror_dir=mirror_dir)

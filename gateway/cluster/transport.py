@@ -17,6 +17,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 import aiohttp
 from yarl import URL
 
+from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
@@ -124,10 +125,13 @@ class PeerTransport:
                    headers: Sequence[tuple[bytes, bytes]] = (),
                    content: AsyncIterable[bytes] | None = None,
                    timeout: float | None = None,  # noqa: ASYNC109  aiohttp socket timeouts
-                   ) -> PeerResponse:
+                   wait_continue: bool = True) -> PeerResponse:
         """Send a request signed for ``node`` (a body without a content-length goes
         chunked); the caller closes the streamed response.
 
+        A body is sent with its integrity tag (:mod:`gateway.cluster.bodyseal`), after
+        the member's ``100 Continue`` unless ``wait_continue`` is false (a call the
+        member does not refuse before reading its body saves a round trip).
         MemberUnavailable if the member cannot be reached or the exchange breaks; other
         exceptions (from ``content``) propagate unchanged.
         """
@@ -135,8 +139,13 @@ class PeerTransport:
         if query:
             target += "?" + query.decode("latin-1")
         url = URL(self._bases[node] + target, encoded=True)
+        marker = self._auth.sign(method, path, query, node)
         sent = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-        sent.append((HEADER, self._auth.sign(method, path, query, node)))
+        if content is not None:  # the body ends with its tag (bodyseal)
+            content = seal(content, body_key(self._settings.secret, marker))
+            sent = [(n, str(int(v) + TAG_BYTES) if n.lower() == "content-length" else v)
+                    for n, v in sent]
+        sent.append((HEADER, marker))
         if not any(n == b"host" for n, _ in headers):
             sent.append(("host", self._hosts[node]))
         request_timeout = self._timeout if timeout is None else aiohttp.ClientTimeout(
@@ -150,7 +159,8 @@ class PeerTransport:
                 # sent, and the answer is not lost to a reset connection.
                 response = await self._client(node).request(
                     method, url, headers=sent, data=content, allow_redirects=False,
-                    timeout=request_timeout, compress=None, expect100=content is not None)
+                    timeout=request_timeout, compress=None,
+                    expect100=content is not None and wait_continue)
                 return PeerResponse(response)
             except TRANSPORT_ERRORS as exc:
                 if isinstance(exc, _STALE) and attempt + 1 < attempts:

@@ -65,6 +65,7 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
         "peers": [member_url(k) for k in range(count)],
         "node_id": index,
         "cluster_secret": secret,
+        "dirty_replicas": 1,  # the workers of one host: a copy would share its fate
     }
     if settings.cache_dir is not None:
         update["cache_dir"] = settings.cache_dir / tag

@@ -1,4 +1,6 @@
-"""A member SIGKILLed: only its keys fail, naming it; restarted, it serves them again."""
+"""A member SIGKILLed: only its keys fail, naming it; restarted, it serves them again.
+Without mirrored write-back (``--dirty-replicas 1``); with it, see
+test_mirrored_writeback_e2e.py."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from gateway.versioning.records import CONFIG_KEY
 from gateway.versioning.state import STATUS_TTL
 from tests.gateway.cluster.conftest import SLOW_BACKEND, Cluster
 
+ONE_REPLICA = ("--dirty-replicas", "1")
+
 
 def test_member_killed_and_restarted(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, args=SLOW_BACKEND).start()
+    cluster = Cluster(tmp_path, args=(*SLOW_BACKEND, *ONE_REPLICA)).start()
     try:
         s3 = cluster.clients
         s3[0].create_bucket(Bucket="crash")
@@ -57,7 +61,7 @@ def test_member_killed_and_restarted(tmp_path: Path) -> None:
             assert victim.endpoint in err.value.response["Error"]["Message"]
         cluster.wait_health(0, ["up", "down", "up"])
 
-        cluster.nodes[1] = restarted = cluster.member(1, victim.port, ())
+        cluster.nodes[1] = restarted = cluster.member(1, victim.port, ONE_REPLICA)
         restarted.start()  # without the slow backend: it replays its cache and flushes
         cluster.wait_health(0, ["up", "up", "up"])
         for client in s3:
@@ -73,7 +77,7 @@ def test_bucket_configuration_readable_while_its_owner_is_down(tmp_path: Path) -
     """With the member owning a bucket's configuration down, the others read the
     versioning status from the shared backend and keep versioning writes; changing the
     status waits for the owner (503 naming it)."""
-    cluster = Cluster(tmp_path).start()
+    cluster = Cluster(tmp_path, args=ONE_REPLICA).start()
     try:
         s3 = cluster.clients
         bucket = next(f"cfg-{i}" for i in range(1000)

@@ -4,6 +4,8 @@ acknowledged operations gives (docs/cluster.md, "Which member runs what")."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import random
 import threading
@@ -15,6 +17,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from gateway.cluster.bodyseal import body_key
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.ring import fingerprint
 from tests.gateway.cluster.conftest import SECRET, Cluster
@@ -152,7 +155,8 @@ def _peer_post(cluster: Cluster, target: int, operation: str, params: dict[str, 
     path = f"/_squall/peer/{operation}"
     query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
     marker = auth.sign("POST", path.encode(), query.encode(), target)
-    return httpx.post(f"{cluster.nodes[target].endpoint}{path}?{query}", content=body,
+    tag = hmac.new(body_key(SECRET.encode(), marker), body, hashlib.sha256).digest()
+    return httpx.post(f"{cluster.nodes[target].endpoint}{path}?{query}", content=body + tag,
                       headers={HEADER: marker})
 
 

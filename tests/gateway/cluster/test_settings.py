@@ -79,3 +79,19 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert result.returncode == 2 and "pass --node-id K" in result.stderr
     result = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--peers", "nonsense")
     assert result.returncode == 2 and "invalid setting peers" in result.stderr
+
+
+def test_dirty_replicas_default_and_bounds() -> None:
+    members = PEERS.split(",")
+    made = cluster_settings(members, 0, SECRET)
+    assert made is not None and made.dirty_replicas == 2
+    solo = cluster_settings(members[:1], 0, None)
+    assert solo is not None and solo.dirty_replicas == 1
+    three = cluster_settings(members, 0, SECRET, dirty_replicas=3)
+    assert three is not None and three.dirty_replicas == 3
+    for bad in (0, 4):
+        with pytest.raises(ValueError, match="--dirty-replicas must be between 1 and"):
+            cluster_settings(members, 0, SECRET, dirty_replicas=bad)
+    with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --peers"):
+        cluster_settings([], None, None, dirty_replicas=2)
+    assert load_settings(dirty_replicas=1).dirty_replicas == 1

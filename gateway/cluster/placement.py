@@ -1,0 +1,88 @@
+"""Who serves a key now: its owner, or, with mirrored write-back while the owner is
+down, the next member on the key's ring that is up (its *acting owner*).
+
+A key's *preference list* is every member ordered by its rendezvous weight for the key
+(highest first): the first is the owner (:mod:`gateway.cluster.ring`), the next
+``replicas - 1`` members that are up keep mirror copies of its unflushed writes. With
+``replicas == 1`` nothing here consults health: ownership is the ring's, as before.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gateway.cluster.health import Health, HealthMonitor
+from gateway.cluster.ring import Ring, routing_key, weight
+
+#: how long a member that claimed its keys back counts as up before it answers checks
+CLAIM_GRACE_S = 30.0
+#: how long a member never seen up must stay down before its keys move
+STARTUP_GRACE_S = 10.0
+
+
+class Placement:
+    """The ring plus health: owner, acting owner and mirrors of a key."""
+
+    def __init__(self, ring: Ring, health: HealthMonitor, replicas: int) -> None:
+        self.ring = ring
+        self.members = ring.members
+        self.self_index = ring.self_index
+        self.id = ring.id
+        self.replicas = max(1, min(replicas, len(ring.members)))
+        self._health = health
+        # node -> when it claimed its keys back (it serves them even if the last health
+        # check, older than that, found it down)
+        self._returned: dict[int, float] = {}
+
+    @property
+    def mirrored(self) -> bool:
+        return self.replicas > 1
+
+    def preference(self, bucket: str, key: str) -> list[int]:
+        rkey = routing_key(key)
+        return sorted(range(len(self.members)), reverse=True,
+                      key=lambda i: (weight(self.members[i], bucket, rkey), self.members[i]))
+
+    def down(self, node: int) -> bool:
+        """Whether ``node`` is down now: as the last health check found it, except just
+        after it claimed its keys back (it listens only once it has started: until a
+        check finds it answering, or for ``CLAIM_GRACE_S``, it counts as up), and while
+        members start (one never seen up counts as down after ``STARTUP_GRACE_S``)."""
+        if node == self.self_index:
+            return False
+        state = self._health.states[node]
+        claimed = self._returned.get(node)
+        if claimed is not None:
+            if state.last_ok is not None and state.last_ok > claimed:
+                del self._returned[node]  # it was up since: health decides again
+            elif time.time() < claimed + CLAIM_GRACE_S or state.checked <= claimed:
+                return False
+        if state.health is not Health.DOWN:
+            return False
+        # Not yet seen up by this member (both may be starting): down only after a while.
+        return state.last_ok is not None or time.time() > state.since + STARTUP_GRACE_S
+
+    def returned(self, node: int) -> None:
+        """Member ``node`` claimed its keys back: it serves them from now on."""
+        self._returned[node] = time.time()
+
+    def owner(self, bucket: str, key: str) -> int:
+        """The member serving ``key`` now (the ring's owner unless mirrored and down)."""
+        if not self.mirrored:
+            return self.ring.owner(bucket, key)
+        order = self.preference(bucket, key)
+        return next((n for n in order if not self.down(n)), order[0])
+
+    def owns(self, bucket: str, key: str) -> bool:
+        return len(self.members) == 1 or self.owner(bucket, key) == self.self_index
+
+    def mirrors(self, bucket: str, key: str) -> list[int]:
+        """The members that keep mirror copies of the key's writes made here: the next
+        ``replicas - 1`` members after the serving one that are up."""
+        if not self.mirrored:
+            return []
+        order = [n for n in self.preference(bucket, key) if not self.down(n)]
+        server = self.owner(bucket, key)
+        if server in order:
+            order = order[order.index(server) + 1:]
+        return order[:self.replicas - 1]
