@@ -137,7 +137,7 @@ def read_settings(settings_cls: type[S], sections: Sequence[type[Section]],
     try:
         return settings_cls(**values)
     except ValidationError as exc:
-        lines = [_describe(error, origins) for error in exc.errors()]
+        lines = [_describe(error, origins, values) for error in exc.errors()]
         raise SettingsError(*dict.fromkeys(lines)) from exc
 
 
@@ -154,15 +154,18 @@ def _toml_source(settings_cls: type[BaseSettings], sections: Sequence[type[Secti
         raise SettingsError(f"config file {path} is not valid TOML: {exc}") from exc
 
 
-def _describe(error: ErrorDetails, origins: Mapping[str, tuple[str, str]]) -> str:
+def _describe(error: ErrorDetails, origins: Mapping[str, tuple[str, str]],
+              values: Mapping[str, Any]) -> str:
     """``--cache-size: expected a size such as 1GiB, 64MB or 4096, got 'lots'``."""
     name, *rest = error["loc"]
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest)
     head, tail = origins.get(str(name), (str(name), ""))
-    return f"{head}{path}{tail}: {_reason(error)}"
+    given = error.get("input") if rest else values.get(str(name), error.get("input"))
+    return f"{head}{path}{tail}: {_reason(error, given)}"
 
 
-def _reason(error: ErrorDetails) -> str:
+def _reason(error: ErrorDetails, given: object) -> str:
+    """The message, with the value as it was given when the message does not say it."""
     ctx = error.get("ctx") or {}
     if error["type"] == "value_error" and "error" in ctx:
         return str(ctx["error"])
@@ -170,7 +173,6 @@ def _reason(error: ErrorDetails) -> str:
     if error["type"] in ("size", "rate", "duration", "workers"):
         return message  # says what it got
     text = message[:1].lower() + message[1:]
-    value = error.get("input")
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        text += f", got {value!r}"
+    if isinstance(given, (str, int, float)) and not isinstance(given, bool):
+        text += f", got {given!r}"
     return text
