@@ -11,6 +11,7 @@ got 'lots'``, and serializes to a form it accepts back (sizes spelt exactly, e.g
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -38,6 +39,8 @@ class Unit:
         tail = f"{', '.join(rest[:-1])} or {rest[-1]}" if len(rest) > 1 else "".join(rest)
         return f"a {self.kind} such as {first}, {tail}" if rest else f"a {self.kind} such as {first}"
 
+
+_SECONDS = re.compile(r"^\s*(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
 
 SIZE = Unit("size", "SIZE", ("1GiB", "64MB", "4096"))
 RATE = Unit("rate", "RATE", ("20MiB/s", "1.5GB/s", "100000"))
@@ -75,13 +78,8 @@ def _duration(value: Any) -> float:
             return parse_duration(value)
         except ValueError:
             pass
-        try:  # plain seconds as float() reads them: ".5", "1e3"
-            seconds = float(value)
-        except ValueError:
-            pass
-        else:
-            if seconds >= 0 and math.isfinite(seconds):
-                return seconds
+        if _SECONDS.match(value) and math.isfinite(float(value)):
+            return float(value)  # plain seconds in other spellings: ".5", "1e3"
     raise _refuse(DURATION, value)
 
 

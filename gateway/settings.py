@@ -107,7 +107,7 @@ class StorageSection(Section):
     backend_bandwidth: Rate | None = Field(
         None, description="cap on bytes to/from the backend, e.g. 20MiB/s (default: none)")
     backend_iops: float | None = Field(
-        None, description="cap on backend operations per second (default: none)")
+        None, ge=0, description="cap on backend operations per second (default: none)")
     backend_probe_interval: Duration = Field(
         5.0, gt=0, description="time between reachability probes of an s3: backend")
 
