@@ -266,3 +266,16 @@ def test_help_shows_every_option_once_with_defaults() -> None:
     assert "--max-dirty-age DURATION" in body and "(default 300s)" in body
     assert "--backend-bandwidth RATE" in body
     assert "--no-sigv2 turn off (on by default)" in body
+
+
+def test_the_documented_config_file_loads(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    example = re.search(r"^```toml\n(.*?)^```", doc, re.MULTILINE | re.DOTALL)
+    assert example is not None
+    config = tmp_path / "squall.toml"
+    config.write_text(example.group(1))
+    settings = load_settings(config)
+    assert (settings.cache_size, settings.backend_bandwidth) == (8 * 2**30, 200 * 2**20)
+    assert (settings.max_dirty_age, settings.lifecycle_interval) == (300.0, 3600.0)
+    assert [v.capacity_bytes for v in settings.cache_volumes or []] == [100 * 2**30]
+    assert settings.qos.buckets["checkpoints"].g0_bandwidth == 64 * 2**20
