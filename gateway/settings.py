@@ -31,14 +31,18 @@ DEFAULT_PORT = 9000
 MAX_WORKERS = 256
 
 
-def _worker_count(value: object) -> object:
-    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) \
-        else ""
-    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+def _worker_count(value: object) -> int:
+    """A whole number of processes from 1 to MAX_WORKERS, as a number or as text."""
+    count = 0
+    if isinstance(value, str) and value.strip().isdigit():
+        count = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        count = value
+    if not 1 <= count <= MAX_WORKERS:
         raise PydanticCustomError(
             "workers", "must be a whole number of processes from 1 to {max}, not {got}",
             {"max": MAX_WORKERS, "got": repr(value)})
-    return int(text)
+    return count
 
 
 WorkerCount = Annotated[int, BeforeValidator(_worker_count)]

@@ -47,8 +47,7 @@ ENV_AND_FILE_ONLY = EnvAndFileOnly()
 
 def has_flag(field: FieldInfo) -> bool:
     """False for the fields marked :data:`ENV_AND_FILE_ONLY`."""
-    return not any(isinstance(m, EnvAndFileOnly) for m in field.metadata) and not any(
-        isinstance(m, EnvAndFileOnly) for m in getattr(field.annotation, "__metadata__", ()))
+    return not any(isinstance(m, EnvAndFileOnly) for m in field.metadata)
 
 
 def flag_name(name: str) -> str:
@@ -170,8 +169,8 @@ def _reason(error: ErrorDetails, given: object) -> str:
     if error["type"] == "value_error" and "error" in ctx:
         return str(ctx["error"])
     message = error["msg"]
-    if error["type"] in ("size", "rate", "duration", "workers"):
-        return message  # says what it got
+    if "got" in ctx:
+        return message  # a message of our own types, which says what it got
     text = message[:1].lower() + message[1:]
     if isinstance(given, (str, int, float)) and not isinstance(given, bool):
         text += f", got {given!r}"
