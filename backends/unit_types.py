@@ -35,9 +35,9 @@ class Unit:
     @property
     def expected(self) -> str:
         """``a size such as 1GiB, 64MB or 4096``."""
-        first, *rest = self.examples
-        tail = f"{', '.join(rest[:-1])} or {rest[-1]}" if len(rest) > 1 else "".join(rest)
-        return f"a {self.kind} such as {first}, {tail}" if rest else f"a {self.kind} such as {first}"
+        *head, last = self.examples
+        listed = f"{', '.join(head)} or {last}" if head else last
+        return f"a {self.kind} such as {listed}"
 
 
 _SECONDS = re.compile(r"^\s*(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
