@@ -111,7 +111,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     mount_dashboard(app, components)  # /_squall/ui: gated like /_squall/status
 
     endpoint = S3Endpoint(components.service, secret_for=users.secret_for,
-                          user_for=users.user_for, domain=settings.domain,
+                          user_for=users.user_for, users=users, domain=settings.domain,
                           metrics=components.metrics, sigv2=settings.sigv2,
                           region=settings.region, qos_gates=components.qos.gates)
 
@@ -128,7 +128,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
                              what="change the gateway's settings")
 
     register_user_routes(app, users, access_key)  # /_squall/users
-    register_qos_routes(app, components.qos, components.service, not_admin)  # /_squall/qos
+    register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar, cast
 
 from backends.base import Backend, ObjectMeta
 from backends.errors import BackendError, NoSuchKey
@@ -20,7 +20,8 @@ from backends.internal_keys import CONFIG_PREFIX
 
 MAGIC = "squall.bucket-config"
 FORMAT = 1
-NAMES = ("cors", "tagging", "lifecycle")  # every document a bucket may hold (removed with the bucket)
+NAMES = ("cors", "tagging", "lifecycle", "policy", "access")  # every document a bucket may hold (removed with the bucket)
+T = TypeVar("T")
 TTL = 2.0  # seconds a replica trusts a cached document, as the versioning status
 
 
@@ -35,6 +36,7 @@ class BucketConfigs:
         self._backend = backend
         self._ttl = ttl
         self._cache: dict[tuple[str, str], tuple[Any, float]] = {}
+        self._parsed: dict[tuple[str, str], tuple[Any, Any]] = {}  # (document, parsed)
 
     async def get(self, bucket: str, name: str) -> Any:
         """The document ``name`` of ``bucket`` (JSON value), None if it has none."""
@@ -50,6 +52,20 @@ class BucketConfigs:
             doc = None
         self._cache[(bucket, name)] = (doc, now)
         return doc
+
+    async def get_parsed(self, bucket: str, name: str, parse: Callable[[Any], T]) -> T | None:
+        """The document ``name`` of ``bucket`` as ``parse`` makes it, None if it has none;
+        ``parse`` runs once per distinct document, not once per call."""
+        doc = await self.get(bucket, name)
+        if doc is None:
+            return None
+        known = self._parsed.get((bucket, name))
+        if known is not None and known[0] is doc:
+            return cast(T, known[1])
+        # A document read again is a new object: compared once, then known by identity.
+        parsed = cast(T, known[1]) if known is not None and known[0] == doc else parse(doc)
+        self._parsed[(bucket, name)] = (doc, parsed)
+        return parsed
 
     async def put(self, bucket: str, name: str, doc: Any) -> None:
         data = json.dumps({"magic": MAGIC, "v": FORMAT, "name": name, "doc": doc}).encode()
@@ -81,6 +97,7 @@ class BucketConfigs:
     def forget(self, bucket: str) -> None:
         for name in NAMES:
             self._cache.pop((bucket, name), None)
+            self._parsed.pop((bucket, name), None)
 
 
 def _decode(bucket: str, name: str, raw: bytes) -> Any:

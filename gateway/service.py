@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from backends.base import (
@@ -254,6 +254,33 @@ class ObjectService:
         await self._configs.delete(bucket, "lifecycle")
         await self._settings_changed(bucket)
 
+    @property
+    def configs(self) -> BucketConfigs:
+        """The buckets' configuration documents (read by the authorization point)."""
+        return self._configs
+
+    async def put_bucket_policy(self, bucket: str, text: str) -> None:
+        """Store a bucket policy (already validated) as the text that was sent."""
+        await self._backend.head_bucket(bucket)
+        await self._configs.put(bucket, "policy", text)
+        await self._settings_changed(bucket)
+
+    async def get_bucket_policy(self, bucket: str) -> str | None:
+        """The bucket's policy text, None if it has no policy."""
+        await self._backend.head_bucket(bucket)
+        doc = await self._configs.get(bucket, "policy")
+        return None if doc is None else str(doc)
+
+    async def delete_bucket_policy(self, bucket: str) -> None:
+        await self._configs.delete(bucket, "policy")
+        await self._settings_changed(bucket)
+
+    async def put_bucket_config(self, bucket: str, name: str, doc: object) -> None:
+        """Store the configuration document ``name`` of an existing bucket and tell the
+        other gateway processes (the bucket's owner and access settings)."""
+        await self._configs.put(bucket, name, doc)
+        await self._settings_changed(bucket)
+
     async def get_bucket_versioning(self, bucket: str) -> VersioningStatus:
         await self._backend.head_bucket(bucket)
         return await self._versions.status(bucket)
@@ -426,11 +453,14 @@ class ObjectService:
         return (source.key if version is None else version.stored_key), version
 
     async def copy_object(self, source: CopySource, bucket: str, key: str, *,
-                          meta: ObjectMeta | None, tags: dict[str, str] | None = None
+                          meta: ObjectMeta | None, tags: dict[str, str] | None = None,
+                          user_changes: Mapping[str, str | None] | None = None
                           ) -> CopyResult:
         """Copy ``source``; ``meta`` None keeps the source metadata (directive COPY).
 
-        ``tags`` None keeps the source tags (tagging directive COPY).
+        ``tags`` None keeps the source tags (tagging directive COPY); ``user_changes``
+        sets (or, with None, removes) entries of the copy's user metadata whatever the
+        directive (the owner and ACL of the copy).
         """
         check_key(key)
         stored, version = await self._source(source)
@@ -443,6 +473,11 @@ class ObjectService:
                                            PART_LAYOUT: src.meta.user[PART_LAYOUT]})
         new_meta = replace(new_meta, tags=dict(src.meta.tags) if tags is None else tags,
                            checksum=src.meta.checksum if meta is None else new_meta.checksum)
+        if user_changes:
+            user = {**new_meta.user, **{k: v for k, v in user_changes.items() if v is not None}}
+            for name in (k for k, v in user_changes.items() if v is None):
+                user.pop(name, None)
+            new_meta = replace(new_meta, user=user)
 
         async def writer(stamped: ObjectMeta) -> ObjectInfo:
             if isinstance(self._backend, CopyingBackend):
@@ -462,6 +497,16 @@ class ObjectService:
         async with self._guard.writing((bucket, key)):
             return await self._versions.replace_meta(bucket, key, version_id,
                                                      lambda meta: replace(meta, tags=tags))
+
+    async def change_user_metadata(self, bucket: str, key: str,
+                                   changes: Mapping[str, str], *,
+                                   version_id: str | None = None) -> ObjectInfo:
+        """Set entries of one object version's user metadata (its owner and ACL)."""
+        check_key(key)
+        async with self._guard.writing((bucket, key)):
+            return await self._versions.replace_meta(
+                bucket, key, version_id,
+                lambda meta: replace(meta, user={**meta.user, **changes}))
 
     async def list_objects(self, bucket: str, *, prefix: str, delimiter: str, max_keys: int,
                            after: str) -> ListPage:

@@ -1,9 +1,10 @@
 """Access to the read-only status surface (docs/security.md, "Status access").
 
-``/_squall/status``, ``/_squall/metrics``, ``/_squall/cluster`` and ``/_squall/ui*`` are
-served to anyone only with ``--public-status``; otherwise to a request signed by any user
-(SigV4/SigV2, like an S3 request) or carrying ``Authorization: Bearer <status token>``.
-``/_squall/health`` stays open (liveness probes).
+``/_squall/status``, ``/_squall/metrics``, ``/_squall/cluster`` and the dashboard's data
+``/_squall/ui/data`` are served to anyone only with ``--public-status``; otherwise to a
+request signed by any user (SigV4/SigV2, like an S3 request) or carrying
+``Authorization: Bearer <status token>``. ``/_squall/health`` and the dashboard's page
+and static files (no figures in them; the page asks for the token) stay open.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from backends.errors import StorageError
 from gateway.s3api.errors import s3_error_for
 
-STATUS_PATHS = frozenset({"/_squall/status", "/_squall/metrics", "/_squall/cluster"})
-UI_PREFIX = "/_squall/ui"
+STATUS_PATHS = frozenset({"/_squall/status", "/_squall/metrics", "/_squall/cluster",
+                          "/_squall/ui/data"})
 # Set on requests between the workers of one gateway (their private Unix sockets).
 TRUSTED = "squall.trusted"
 
 
 def is_status_path(path: str) -> bool:
     """Whether ``path`` is part of the gated status surface."""
-    return path in STATUS_PATHS or path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+    return path in STATUS_PATHS
 
 
 class StatusGate:

@@ -190,11 +190,11 @@ def _cost(args: argparse.Namespace) -> int:
     for line in ([] if args.json else missing_settings(cost)):
         print(line)
     qos = status.get("qos")
-    if not args.json and isinstance(qos, dict) and qos.get("buckets"):
-        from gateway.qos.cli import format_buckets
+    if not args.json and isinstance(qos, dict) and (qos.get("buckets") or qos.get("users")):
+        from gateway.qos.cli import format_buckets, labelled_classes
 
         print("QoS gears (docs/qos.md):")
-        print(format_buckets(qos["buckets"]))
+        print(format_buckets(labelled_classes(qos)))
     series = cost.get("series") or {}
     if args.csv:
         write_csv(args.csv, series)

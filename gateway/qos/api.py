@@ -1,14 +1,17 @@
 """The signed admin API ``/_squall/qos`` (docs/qos.md, "Admin API").
 
-* ``GET /_squall/qos[?bucket=B]``: the classes and their state (as in ``/_squall/status``);
+* ``GET /_squall/qos[?bucket=B|?user=U]``: the classes and their state (as in
+  ``/_squall/status``);
 * ``PUT /_squall/qos?bucket=B&g0_bandwidth=10MB/s[&g0_iops=N&max_gear=K&threshold=T
   &device_threshold=U&demote_after=K&credit_s=S]``: set B's class (the bucket must exist);
-* ``DELETE /_squall/qos?bucket=B``: remove it (204, also when B had none, as S3's
-  ``DeleteBucket*`` configuration calls).
+  ``?user=U&...`` sets the class of user U's requests (the user must exist);
+* ``DELETE /_squall/qos?bucket=B`` (or ``?user=U``): remove it (204, also when there was
+  none, as S3's ``DeleteBucket*`` configuration calls).
 
 Signed like S3 requests (SigV4, the gateway's credentials); the class travels in the
 query string, which the signature covers. Errors are JSON ``{"error", "message"}`` with
-the S3 code and status: 400 InvalidArgument, 403 for bad signatures, 404 NoSuchBucket.
+the S3 code and status: 400 InvalidArgument, 403 for bad signatures, 404 NoSuchBucket
+or NoSuchUser.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from starlette.requests import Request
 
 from backends.errors import StorageError
 from gateway.qos.controller import QosController
-from gateway.qos.model import QosClass
+from gateway.qos.model import QosClass, user_class
 from gateway.s3api.errors import s3_error_for
 from gateway.service import ObjectService
+from gateway.users import UserDirectory
 
 Denied = Callable[[Request], JSONResponse | None]
+SUBJECTS = ("bucket", "user")  # the query parameters naming a class
 
 
 def _invalid(message: str) -> JSONResponse:
@@ -44,48 +49,59 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def register_routes(app: FastAPI, qos: QosController, service: ObjectService,
-                    denied: Denied) -> None:
+                    users: UserDirectory, denied: Denied) -> None:
     """Add the ``/_squall/qos`` routes to the admin app."""
 
-    async def checked(request: Request, bucket: str | None) -> JSONResponse | None:
+    async def class_name(request: Request) -> str | JSONResponse:
+        """The class a PUT or DELETE names (``?bucket=`` or ``?user=``), or the error."""
         if (error := denied(request)) is not None:
             return error
-        if not bucket:
-            return _invalid("the bucket query parameter is required")
+        given = {k: v for k, v in request.query_params.items() if k in SUBJECTS}
+        if len(given) != 1 or not next(iter(given.values())):
+            return _invalid("exactly one of the bucket and user query parameters is required")
+        (kind, name), = given.items()
+        if kind == "user":
+            if all(user.name != name for user in users.users()):
+                return JSONResponse({"error": "NoSuchUser",
+                                     "message": f"no user is named {name!r}"}, status_code=404)
+            return user_class(name)
         try:
-            await service.head_bucket(bucket)
+            await service.head_bucket(name)
         except StorageError as exc:
             spec, message = s3_error_for(exc)
             return JSONResponse({"error": spec.code, "message": message},
                                 status_code=spec.status)
-        return None
+        return name
 
     @app.get("/_squall/qos")
-    async def show_qos(request: Request, bucket: str | None = None) -> JSONResponse:
+    async def show_qos(request: Request, bucket: str | None = None,
+                       user: str | None = None) -> JSONResponse:
         if (error := denied(request)) is not None:
             return error
         status = qos.status()
-        if bucket is not None:
+        if bucket is not None or user is not None:
             status["buckets"] = {k: v for k, v in status["buckets"].items() if k == bucket}
+            status["users"] = {k: v for k, v in status["users"].items() if k == user}
         return JSONResponse(status)
 
     @app.put("/_squall/qos")
-    async def set_qos(request: Request, bucket: str | None = None) -> JSONResponse:
-        if (error := await checked(request, bucket)) is not None:
-            return error
-        assert bucket is not None
-        fields = {k: v for k, v in request.query_params.items() if k != "bucket"}
+    async def set_qos(request: Request) -> JSONResponse:
+        name = await class_name(request)
+        if isinstance(name, JSONResponse):
+            return name
+        fields = {k: v for k, v in request.query_params.items() if k not in SUBJECTS}
         try:
             spec = QosClass.model_validate(fields)
         except ValidationError as exc:
             return _invalid(validation_message(exc))
-        await qos.set(bucket, spec)
-        return JSONResponse({"bucket": bucket, **qos.describe(bucket)})
+        await qos.set(name, spec)
+        subject = {k: v for k, v in request.query_params.items() if k in SUBJECTS}
+        return JSONResponse({**subject, **qos.describe(name)})
 
     @app.delete("/_squall/qos")
-    async def clear_qos(request: Request, bucket: str | None = None) -> Response:
-        if (error := await checked(request, bucket)) is not None:
-            return error
-        assert bucket is not None
-        await qos.clear(bucket)
+    async def clear_qos(request: Request) -> Response:
+        name = await class_name(request)
+        if isinstance(name, JSONResponse):
+            return name
+        await qos.clear(name)
         return Response(status_code=204)

@@ -1,4 +1,5 @@
-"""``squall qos set|show|clear``: a bucket's performance gears on a running gateway.
+"""``squall qos set|show|clear``: the performance gears of a bucket, or of a user's
+requests, on a running gateway.
 
 Talks to the signed admin API ``/_squall/qos`` with the S3 client credentials
 (``SQUALL_ACCESS_KEY``/``SQUALL_SECRET_KEY`` or ``AWS_ACCESS_KEY_ID``/
@@ -28,8 +29,9 @@ FLAGS = (("g0_iops", "--g0-iops"), ("max_gear", "--max-gear"), ("threshold", "--
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    q = sub.add_parser("qos", help="performance gears (G-states) of buckets",
-                       description="Set, show or clear a bucket's QoS class on a running "
+    q = sub.add_parser("qos", help="performance gears (G-states) of buckets and users",
+                       description="Set, show or clear the QoS class of a bucket (or, with "
+                                   "--user, of a user's requests) on a running "
                                    "gateway: gears G_n = 2^n x G0 of bandwidth and IOPS, "
                                    "promoted at the threshold of the current cap, demoted "
                                    "below the lower gear's cap, billed per gear-second "
@@ -40,8 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
         p.add_argument("--region", default="us-east-1")
 
-    s = verbs.add_parser("set", help="give a bucket a QoS class")
-    s.add_argument("bucket")
+    def subject(p: argparse.ArgumentParser, required: bool = True) -> None:
+        p.add_argument("bucket", nargs="?", help="the bucket (or give --user)")
+        p.add_argument("--user", metavar="NAME",
+                       help="the class of this user's requests, in every bucket")
+        p.set_defaults(subject_required=required)
+
+    s = verbs.add_parser("set", help="give a bucket or a user a QoS class")
+    subject(s)
     s.add_argument("--g0-bandwidth", required=True, metavar="RATE",
                    help="bandwidth of gear 0, e.g. 10MB/s, 64MiB/s")
     s.add_argument("--g0-iops", metavar="N", help="operations/s of gear 0 (default: none)")
@@ -58,11 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "spent to burst up to the top gear's cap")
     common(s)
     w = verbs.add_parser("show", help="the classes, gears, use and gear-seconds")
-    w.add_argument("bucket", nargs="?")
+    subject(w, required=False)
     w.add_argument("--json", action="store_true", help="print JSON")
     common(w)
-    c = verbs.add_parser("clear", help="remove a bucket's QoS class")
-    c.add_argument("bucket")
+    c = verbs.add_parser("clear", help="remove a bucket's or a user's QoS class")
+    subject(c)
     common(c)
 
 
@@ -87,15 +95,28 @@ def _class_params(args: argparse.Namespace) -> dict[str, str]:
     return params
 
 
+def _subject(args: argparse.Namespace) -> dict[str, str]:
+    """``{"bucket": B}`` or ``{"user": U}`` (empty for ``show`` of everything)."""
+    if args.bucket and args.user:
+        raise ValueError("give a bucket or --user, not both")
+    if args.user:
+        return {"user": args.user}
+    if args.bucket:
+        return {"bucket": args.bucket}
+    if args.subject_required:
+        raise ValueError("give a bucket or --user NAME")
+    return {}
+
+
 def run(args: argparse.Namespace) -> int:
     try:
+        subject = _subject(args)
         if args.qos_command == "set":
-            params = {"bucket": args.bucket, **_class_params(args)}
-            response = _request(args, "PUT", params)
+            response = _request(args, "PUT", {**subject, **_class_params(args)})
         elif args.qos_command == "clear":
-            response = _request(args, "DELETE", {"bucket": args.bucket})
+            response = _request(args, "DELETE", subject)
         else:
-            response = _request(args, "GET", {"bucket": args.bucket} if args.bucket else {})
+            response = _request(args, "GET", subject)
     except ValueError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)
         return 2
@@ -110,15 +131,16 @@ def run(args: argparse.Namespace) -> int:
             detail = f"HTTP {response.status_code} {response.text[:200]}"
         print(f"{NAME}: {detail}", file=sys.stderr)
         return 1
+    label = f"user {args.user}" if args.user else args.bucket
     if args.qos_command == "clear":
-        print(f"{args.bucket}: no QoS class")
+        print(f"{label}: no QoS class")
     elif args.qos_command == "set":
-        print(format_buckets({args.bucket: response.json()}))
+        print(format_buckets({label: response.json()}))
     elif args.json:
         print(json.dumps(response.json(), indent=2))
     else:
-        buckets = response.json().get("buckets") or {}
-        print(format_buckets(buckets) if buckets else "no QoS classes")
+        classes = labelled_classes(response.json())
+        print(format_buckets(classes) if classes else "no QoS classes")
     return 0
 
 
@@ -128,9 +150,17 @@ def _rate(value: float | None, unit: str) -> str:
     return f"{value / 1e6:.2f} MB/s" if unit == "B" else f"{value:.0f}/s"
 
 
+def labelled_classes(qos: dict[str, Any]) -> dict[str, Any]:
+    """The classes of a ``qos`` status object by label: buckets by name, users as
+    ``user NAME``."""
+    return {**(qos.get("buckets") or {}),
+            **{f"user {name}": c for name, c in (qos.get("users") or {}).items()}}
+
+
 def format_buckets(buckets: dict[str, Any]) -> str:
-    """A table of ``qos.buckets`` (as in ``/_squall/status``)."""
-    lines = [(f"{'bucket':<24} {'gear':>7} {'bw cap':>12} {'bw used':>12} "
+    """A table of classes by label (``qos.buckets`` of ``/_squall/status``, users as
+    ``user NAME``)."""
+    lines = [(f"{'class':<24} {'gear':>7} {'bw cap':>12} {'bw used':>12} "
               f"{'iops cap':>9} {'iops used':>9} {'gear-s':>10}")]
     for name, b in sorted(buckets.items()):
         lines.append(f"{name:<24.24} {b['gear']:>3}/{b['max_gear']:<3} "

@@ -19,7 +19,7 @@ from gateway.background import BackgroundLoop
 from gateway.qos.demand import IDLE, DemandMeter, Use, sample
 from gateway.qos.gate import ClassGate
 from gateway.qos.gears import GearState, Tuning
-from gateway.qos.model import QosClass, QosSettings
+from gateway.qos.model import QosClass, QosSettings, split_class
 from gateway.qos.store import Overrides, QosStore
 
 log = logging.getLogger("squall.qos")
@@ -38,14 +38,15 @@ class QosController:
         self._clock = clock
         self._overrides: Overrides = {}
         self._stamp: float | None = None
-        #: request-path gates by bucket: the S3 endpoint's one lookup per request
+        #: request-path gates by class name (a bucket, or ``user:NAME``): the S3
+        #: endpoint's lookups per request, none while the map is empty
         self.gates: dict[str, ClassGate] = {}
         self.flush_gates: dict[str, ClassGate] = {}
         self.states: dict[str, GearState] = {}  # every class ever active (bills survive)
         self._meters: dict[str, tuple[DemandMeter, DemandMeter]] = {}  # request, flush
         self._last_tick: float | None = None
         self.utilization = 0.0
-        #: per bucket: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
+        #: per class: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
         self._used: dict[str, Use] = {}
         self._loop = BackgroundLoop(self._run, "squall-qos")
         self._apply()
@@ -53,7 +54,7 @@ class QosController:
     # -- classes -----------------------------------------------------------------------
     def classes(self) -> dict[str, QosClass]:
         """The effective classes: the config file's, then the API's changes."""
-        merged: dict[str, QosClass | None] = {**self.settings.buckets, **self._overrides}
+        merged: dict[str, QosClass | None] = {**self.settings.classes(), **self._overrides}
         return {name: cls for name, cls in merged.items() if cls is not None}
 
     def _gate(self, state: GearState) -> ClassGate:
@@ -90,21 +91,22 @@ class QosController:
             else:
                 self._new_gates(name, state)
 
-    async def set(self, bucket: str, spec: QosClass) -> None:
-        """Give ``bucket`` the class ``spec`` (kept in the store)."""
-        await self._change(bucket, spec)
+    async def set(self, name: str, spec: QosClass) -> None:
+        """Give the class ``name`` (a bucket, or ``user:NAME``) the spec ``spec`` (kept in
+        the store)."""
+        await self._change(name, spec)
 
-    async def clear(self, bucket: str) -> bool:
-        """Remove the class of ``bucket``; False if it had none."""
-        if bucket not in self.classes():
+    async def clear(self, name: str) -> bool:
+        """Remove the class ``name``; False if there was none."""
+        if name not in self.classes():
             return False
-        await self._change(bucket, None)
+        await self._change(name, None)
         return True
 
-    async def _change(self, bucket: str, spec: QosClass | None) -> None:
-        overrides = {**self._overrides, bucket: spec}
-        if spec is None and bucket not in self.settings.buckets:
-            overrides.pop(bucket)
+    async def _change(self, name: str, spec: QosClass | None) -> None:
+        overrides = {**self._overrides, name: spec}
+        if spec is None and name not in self.settings.classes():
+            overrides.pop(name)
         if self._store is not None:
             await asyncio.to_thread(self._store.save, overrides)
             self._stamp = await asyncio.to_thread(self._store.stamp)
@@ -195,18 +197,24 @@ class QosController:
         return described
 
     def status(self) -> dict[str, Any]:
-        """The ``qos`` object of ``/_squall/status`` (docs/qos.md)."""
-        return {"buckets": {name: self.describe(name) for name in sorted(self.gates)},
+        """The ``qos`` object of ``/_squall/status`` (docs/qos.md): the classes of
+        buckets and of users."""
+        described: dict[str, dict[str, Any]] = {"bucket": {}, "user": {}}
+        for name in sorted(self.gates):
+            kind, subject = split_class(name)
+            described[kind][subject] = self.describe(name)
+        return {"buckets": described["bucket"], "users": described["user"],
                 "utilization": self.utilization, "interval_s": self.settings.interval,
                 "share": self.share}
 
     def reserved_mb(self) -> dict[str, float]:
-        """Per bucket, the integral of its reserved bandwidth in MB (priced by the cost
+        """Per class, the integral of its reserved bandwidth in MB (priced by the cost
         meter); classes cleared since keep what they were billed."""
         return {name: state.reserved_mb for name, state in self.states.items()}
 
     def register_metrics(self, registry: Any) -> None:
-        """``squall_qos_gear{bucket}`` and ``squall_qos_gear_seconds_total{bucket}``."""
+        """``squall_qos_gear{bucket}``, ``squall_qos_gear_seconds_total{bucket}`` and their
+        ``squall_qos_user_*{user}`` twins."""
         registry.register(_Collector(self))
 
 
@@ -218,18 +226,21 @@ class _Collector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         c = self._controller
-        gear = GaugeMetricFamily("squall_qos_gear", "current performance gear n of a "
-                                 "bucket's QoS class (cap = 2^n x G0)", labels=["bucket"])
-        cap = GaugeMetricFamily("squall_qos_bandwidth_cap_bytes", "bandwidth cap of the "
-                                "current gear (bytes/s)", labels=["bucket"])
-        for name in sorted(c.gates):
-            gear.add_metric([name], c.states[name].gear)
-            cap.add_metric([name], c.states[name].bandwidth_cap)
-        seconds = CounterMetricFamily("squall_qos_gear_seconds", "G0-equivalent seconds "
-                                      "billed (a second at gear n counts 2^n)",
-                                      labels=["bucket"])
-        for name in sorted(c.states):
-            seconds.add_metric([name], c.states[name].gear_seconds)
-        yield gear
-        yield cap
-        yield seconds
+        for kind, prefix in (("bucket", "squall_qos"), ("user", "squall_qos_user")):
+            gear = GaugeMetricFamily(f"{prefix}_gear", f"current performance gear n of a "
+                                     f"{kind}'s QoS class (cap = 2^n x G0)", labels=[kind])
+            cap = GaugeMetricFamily(f"{prefix}_bandwidth_cap_bytes", "bandwidth cap of the "
+                                    "current gear (bytes/s)", labels=[kind])
+            for name in sorted(c.gates):
+                if split_class(name)[0] == kind:
+                    gear.add_metric([split_class(name)[1]], c.states[name].gear)
+                    cap.add_metric([split_class(name)[1]], c.states[name].bandwidth_cap)
+            seconds = CounterMetricFamily(f"{prefix}_gear_seconds", "G0-equivalent seconds "
+                                          "billed (a second at gear n counts 2^n)",
+                                          labels=[kind])
+            for name in sorted(c.states):
+                if split_class(name)[0] == kind:
+                    seconds.add_metric([split_class(name)[1]], c.states[name].gear_seconds)
+            yield gear
+            yield cap
+            yield seconds

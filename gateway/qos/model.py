@@ -1,7 +1,8 @@
 """QoS classes and the ``[qos]`` settings table (docs/qos.md, "Settings").
 
-A class gives a bucket gears G_n = 2^n x G0 (n = 0..max_gear) of bandwidth and, if
-``g0_iops`` is set, of operations per second.
+A class gives a bucket, or a user's requests, gears G_n = 2^n x G0 (n = 0..max_gear) of
+bandwidth and, if ``g0_iops`` is set, of operations per second. The controller names a
+user's class ``user:NAME`` (a bucket name never holds a colon).
 """
 
 from __future__ import annotations
@@ -11,10 +12,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from backends.unit_types import Duration, Rate
 
 MAX_GEAR = 16  # 2^16 x G0: far above any device; bounds the doubling
+USER_PREFIX = "user:"
+
+
+def user_class(name: str) -> str:
+    """The class name of user ``name``'s requests."""
+    return USER_PREFIX + name
+
+
+def split_class(name: str) -> tuple[str, str]:
+    """``("bucket", BUCKET)`` or ``("user", NAME)`` for a class name."""
+    if name.startswith(USER_PREFIX):
+        return "user", name[len(USER_PREFIX):]
+    return "bucket", name
 
 
 class QosClass(BaseModel):
-    """One bucket's QoS class."""
+    """One bucket's or one user's QoS class."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -51,7 +65,8 @@ class QosClass(BaseModel):
 
 
 class QosSettings(BaseModel):
-    """The ``[qos]`` table of the config file; ``[qos.buckets.NAME]`` are classes."""
+    """The ``[qos]`` table of the config file; ``[qos.buckets.NAME]`` and
+    ``[qos.users.NAME]`` are classes."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,3 +80,8 @@ class QosSettings(BaseModel):
     #: token bucket depth in seconds of the cap (what passes as one burst).
     burst: Duration = Field(default=0.1, gt=0, le=10)
     buckets: dict[str, QosClass] = Field(default_factory=dict)
+    users: dict[str, QosClass] = Field(default_factory=dict)
+
+    def classes(self) -> dict[str, QosClass]:
+        """Every class of the file by class name (users as ``user:NAME``)."""
+        return {**self.buckets, **{user_class(n): c for n, c in self.users.items()}}

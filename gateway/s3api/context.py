@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect, Request
 
@@ -14,6 +15,10 @@ from gateway.s3api.errors import InvalidArgument, MalformedXML
 from gateway.s3api.sigv4 import AuthContext
 from gateway.service import ObjectService
 from gateway.users import User
+
+if TYPE_CHECKING:
+    from gateway.auth.access import AccessControl
+    from gateway.auth.bucket_access import BucketAccess
 
 MAX_XML_BODY = 2 * 1024 * 1024
 
@@ -29,7 +34,9 @@ class S3Request:
     auth: AuthContext
     request_id: str
     service: ObjectService
-    user: User | None = None  # who signed it; None: unsigned (a CORS preflight)
+    user: User | None = None  # who signed it; None: unsigned (anonymous, a CORS preflight)
+    access: AccessControl | None = None  # owners, ACLs, policies (None: not enforced)
+    bucket_access: BucketAccess | None = None  # the bucket's settings, when already read
 
     @property
     def resource(self) -> str:

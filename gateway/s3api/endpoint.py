@@ -15,11 +15,20 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from backends.errors import StorageError
+from gateway.auth.access import AccessControl, request_origin
 from gateway.metrics import Metrics
 from gateway.qos.gate import ClassGate
+from gateway.qos.model import user_class
 from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import InvalidArgument, InvalidRequest, ProtocolError, s3_error_for
+from gateway.s3api.errors import (
+    AccessDenied,
+    InvalidArgument,
+    InvalidRequest,
+    ProtocolError,
+    s3_error_for,
+)
+from gateway.s3api.handlers import acl as acl_handlers
 from gateway.s3api.handlers import (
     attributes,
     buckets,
@@ -27,21 +36,23 @@ from gateway.s3api.handlers import (
     lifecycle,
     multipart,
     objects,
+    policy,
     tagging,
 )
 from gateway.s3api.responses import error_response
 from gateway.s3api.routing import Level, route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
-from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate
+from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate, parse_payload_mode
 from gateway.service import ObjectService
-from gateway.users import User
+from gateway.users import User, UserDirectory
 
 log = logging.getLogger("squall.s3")
 
 Handler = Callable[[S3Request], Awaitable[Response]]
 HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multipart.HANDLERS,
                                 **cors.HANDLERS, **tagging.HANDLERS, **lifecycle.HANDLERS,
-                                **attributes.HANDLERS}
+                                **attributes.HANDLERS, **policy.HANDLERS,
+                                **acl_handlers.HANDLERS}
 # The context of an unsigned CORS preflight (its handler reads no body).
 ANONYMOUS = AuthContext(access_key="", region="", amz_date="", scope="", signing_key=b"",
                         seed_signature="", payload_mode=PayloadMode.UNSIGNED,
@@ -79,6 +90,31 @@ def _nobody(access_key: str) -> User | None:
     return None
 
 
+# What marks a signed request: anything else is anonymous (docs/security.md).
+_SIGNATURE_PARAMS = ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Signature",
+                     "AWSAccessKeyId", "Signature")
+
+
+def is_unsigned(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """No Authorization header and no presigned query: an anonymous request (a request
+    with a bad signature is not one)."""
+    return "authorization" not in headers and not any(p in query for p in _SIGNATURE_PARAMS)
+
+
+def anonymous_context(headers: Mapping[str, str], region: str) -> AuthContext:
+    """The context of an anonymous request: its body is checked against
+    ``x-amz-content-sha256`` when sent, and cannot carry chunk signatures."""
+    mode, sha256 = PayloadMode.UNSIGNED, None
+    declared = headers.get("x-amz-content-sha256")
+    if declared is not None:
+        mode, sha256 = parse_payload_mode(declared)
+        if mode.signed_chunks:
+            raise AccessDenied("Signed chunks need a signed request.")
+    return AuthContext(access_key="", region=region, amz_date="", scope="", signing_key=b"",
+                       seed_signature="", payload_mode=mode, payload_sha256=sha256,
+                       presigned=False)
+
+
 def _has_body(headers: dict[str, str]) -> bool:
     return headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
 
@@ -90,8 +126,11 @@ class S3Endpoint:
                  domain: str | None, metrics: Metrics,
                  user_for: Callable[[str], User | None] | None = None, sigv2: bool = True,
                  region: str = "us-east-1",
-                 qos_gates: Mapping[str, ClassGate] | None = None) -> None:
+                 qos_gates: Mapping[str, ClassGate] | None = None,
+                 users: UserDirectory | None = None) -> None:
         self._service = service
+        # Owners, ACLs and policies are enforced when the endpoint knows the users.
+        self._access = AccessControl(service, users) if users is not None else None
         # QoS classes by bucket (docs/qos.md), kept current by their controller: a bucket
         # without a class costs one dict lookup per request.
         self._qos_gates: Mapping[str, ClassGate] = qos_gates if qos_gates is not None else {}
@@ -133,19 +172,30 @@ class S3Endpoint:
             except ProtocolError as exc:
                 unroutable = exc
             # A CORS preflight is never signed: browsers send it on their own.
-            auth = ANONYMOUS if request.method == "OPTIONS" else \
-                self.authenticate(scope, pairs)
-            if unroutable is not None:
-                raise unroutable
-            req = S3Request(request, operation, target.bucket, target.key, query, headers,
-                            auth, request_id, self._service, self._user_for(auth.access_key))
-            gate = self._qos_gates.get(target.bucket)
-            if gate is None:
-                response = await HANDLERS[operation](req)
+            anonymous = request.method == "OPTIONS" or (
+                self._access is not None and is_unsigned(headers, query))
+            if request.method == "OPTIONS":
+                auth = ANONYMOUS
+            elif anonymous:
+                auth = anonymous_context(headers, self._region)
             else:
-                await gate.admit(headers)
+                auth = self.authenticate(scope, pairs)
+            if unroutable is not None:
+                # An anonymous caller learns nothing of what this gateway implements.
+                raise AccessDenied() if anonymous and request.method != "OPTIONS" \
+                    else unroutable
+            user = None if anonymous else self._user_for(auth.access_key)
+            req = S3Request(request, operation, target.bucket, target.key, query, headers,
+                            auth, request_id, self._service, user, self._access)
+            if self._access is not None and (user is None or not user.admin):
+                source_ip, secure = request_origin(scope)
+                req.bucket_access = await self._access.authorize(
+                    user, operation, target.bucket, target.key, query=query,
+                    headers=headers, source_ip=source_ip, secure=secure)
+            if self._qos_gates:
+                response = await self._paced(req)
+            else:
                 response = await HANDLERS[operation](req)
-                gate.charge_response(request.method, response)
         except StorageError as exc:
             response, error_code = self._error(exc, request, resource, request_id, operation)
         except Exception as exc:
@@ -169,6 +219,18 @@ class S3Endpoint:
                         access_key=auth.access_key if auth is not None else
                         claimed_access_key(headers, query),
                         request_headers=headers, seconds=elapsed)
+        return response
+
+    async def _paced(self, req: S3Request) -> Response:
+        """Run ``req`` at the pace of its QoS classes: its bucket's and its user's."""
+        gates = self._qos_gates
+        chosen = [gate for gate in (gates.get(req.bucket), gates.get(user_class(req.user.name))
+                                    if req.user is not None else None) if gate is not None]
+        for gate in chosen:
+            await gate.admit(req.headers)
+        response = await HANDLERS[req.operation](req)
+        for gate in chosen:
+            gate.charge_response(req.request.method, response)
         return response
 
     async def _cors_headers(self, resource: str, headers: dict[str, str],

@@ -187,7 +187,17 @@ class NoSuchLifecycleConfiguration(ProtocolError):
     """The lifecycle configuration does not exist."""
 
 
+class MalformedPolicy(ProtocolError):
+    """Policies must be valid JSON and the first byte must be '{'"""
+
+
+class NoSuchBucketPolicy(ProtocolError):
+    """The bucket policy does not exist"""
+
+
 _TABLE.update({
+    MalformedPolicy: S3ErrorSpec("MalformedPolicy", 400),
+    NoSuchBucketPolicy: S3ErrorSpec("NoSuchBucketPolicy", 404),
     NoSuchCORSConfiguration: S3ErrorSpec("NoSuchCORSConfiguration", 404),
     CORSForbidden: S3ErrorSpec("AccessForbidden", 403),
     BadRequest: S3ErrorSpec("BadRequest", 400),
@@ -202,4 +212,48 @@ _TABLE.update({
     MetadataTooLarge: S3ErrorSpec("MetadataTooLarge", 400),
     InvalidCopySource: S3ErrorSpec("InvalidArgument", 400),
     MalformedPartNumber: S3ErrorSpec("InvalidArgument", 400),
+})
+
+
+# -- ownership, ACLs, public access block ------------------------------------------------
+
+
+class MalformedACLError(ProtocolError):
+    """The XML you provided was not well-formed or did not validate against our published schema."""
+
+
+class AccessControlListNotSupported(ProtocolError):
+    """The bucket does not allow ACLs"""
+
+
+class InvalidBucketAclWithObjectOwnership(ProtocolError):
+    """Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"""
+
+
+class OwnershipControlsNotFoundError(ProtocolError):
+    """The bucket ownership controls were not found"""
+
+
+class NoSuchPublicAccessBlockConfiguration(ProtocolError):
+    """The public access block configuration was not found"""
+
+
+class UnresolvableGrantByEmailAddress(ProtocolError):
+    """The email address you provided does not match any account on record."""
+
+
+class BucketAlreadyExists(ProtocolError):
+    """The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."""
+
+
+_TABLE.update({
+    MalformedACLError: S3ErrorSpec("MalformedACLError", 400),
+    AccessControlListNotSupported: S3ErrorSpec("AccessControlListNotSupported", 400),
+    InvalidBucketAclWithObjectOwnership: S3ErrorSpec("InvalidBucketAclWithObjectOwnership",
+                                                     400),
+    OwnershipControlsNotFoundError: S3ErrorSpec("OwnershipControlsNotFoundError", 404),
+    NoSuchPublicAccessBlockConfiguration: S3ErrorSpec("NoSuchPublicAccessBlockConfiguration",
+                                                      404),
+    UnresolvableGrantByEmailAddress: S3ErrorSpec("UnresolvableGrantByEmailAddress", 400),
+    BucketAlreadyExists: S3ErrorSpec("BucketAlreadyExists", 409),
 })

@@ -14,6 +14,7 @@ from backends.errors import InvalidDigest
 from backends.multipart import PART_LAYOUT
 from backends.numbers import natural
 from backends.upload_checksums import UPLOAD_CHECKSUM, checksum_type
+from gateway.auth.acl import ACL_METADATA
 from gateway.conditions import Conditions
 from gateway.s3api.errors import (
     InvalidArgument,
@@ -25,7 +26,7 @@ from gateway.service import CopySource
 
 MAX_USER_METADATA = 2048
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
-RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM})
+RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM, ACL_METADATA})
 MAX_TAGS = 10
 _RANGE_RE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 _CONTENT_HEADERS = (

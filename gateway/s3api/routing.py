@@ -19,7 +19,7 @@ class Level(Enum):
 
 # Sub-resources checked in this order; "" means none of them is present.
 _BUCKET_SUBRESOURCES = ("uploads", "delete", "location", "versioning", "tagging", "versions",
-                        "acl", "policy", "cors", "lifecycle", "encryption", "replication",
+                        "acl", "policyStatus", "policy", "cors", "lifecycle", "encryption", "replication",
                         "website", "logging", "notification", "ownershipControls",
                         "publicAccessBlock", "object-lock", "accelerate", "requestPayment",
                         "analytics", "inventory", "metrics", "intelligent-tiering")
@@ -47,6 +47,10 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("PUT", Level.BUCKET, "lifecycle"): "PutBucketLifecycleConfiguration",
     ("GET", Level.BUCKET, "lifecycle"): "GetBucketLifecycleConfiguration",
     ("DELETE", Level.BUCKET, "lifecycle"): "DeleteBucketLifecycle",
+    ("PUT", Level.BUCKET, "policy"): "PutBucketPolicy",
+    ("GET", Level.BUCKET, "policy"): "GetBucketPolicy",
+    ("DELETE", Level.BUCKET, "policy"): "DeleteBucketPolicy",
+    ("GET", Level.BUCKET, "policyStatus"): "GetBucketPolicyStatus",
     ("PUT", Level.OBJECT, ""): "PutObject",
     ("GET", Level.OBJECT, ""): "GetObject",
     ("HEAD", Level.OBJECT, ""): "HeadObject",
@@ -60,6 +64,16 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("PUT", Level.OBJECT, "tagging"): "PutObjectTagging",
     ("DELETE", Level.OBJECT, "tagging"): "DeleteObjectTagging",
     ("GET", Level.OBJECT, "attributes"): "GetObjectAttributes",
+    ("GET", Level.BUCKET, "acl"): "GetBucketAcl",
+    ("PUT", Level.BUCKET, "acl"): "PutBucketAcl",
+    ("GET", Level.OBJECT, "acl"): "GetObjectAcl",
+    ("PUT", Level.OBJECT, "acl"): "PutObjectAcl",
+    ("GET", Level.BUCKET, "ownershipControls"): "GetBucketOwnershipControls",
+    ("PUT", Level.BUCKET, "ownershipControls"): "PutBucketOwnershipControls",
+    ("DELETE", Level.BUCKET, "ownershipControls"): "DeleteBucketOwnershipControls",
+    ("GET", Level.BUCKET, "publicAccessBlock"): "GetPublicAccessBlock",
+    ("PUT", Level.BUCKET, "publicAccessBlock"): "PutPublicAccessBlock",
+    ("DELETE", Level.BUCKET, "publicAccessBlock"): "DeletePublicAccessBlock",
 }
 
 # Operations that are variants of a route, chosen by a header or query value.

@@ -13,8 +13,9 @@ from gateway.s3api.errors import MalformedXML
 from gateway.users import User
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
-# Objects and uploads are shown owned and initiated by the gateway (no per-object owners
-# yet); ListBuckets names the caller (:func:`owner`).
+# Listings show objects and uploads owned and initiated by the gateway (their owners are
+# kept for access control, docs/security.md, but not listed yet); ListBuckets names the
+# caller (:func:`owner`).
 OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
 
 

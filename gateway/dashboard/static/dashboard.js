@@ -247,12 +247,40 @@
     fill("qos", rows, (row, r) => { for (const k of cols) cell(row, num(r[k])); });
   }
 
+  // -- access -----------------------------------------------------------------------------
+  // A gateway without --public-status answers the data only to a bearer status token: the
+  // page asks for it once and keeps it for this tab (sessionStorage), never in the URL.
+  const TOKEN_KEY = "squall-status-token";
+  function authHeaders() {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+  function askForToken(refused) {
+    const form = $("login");
+    $("login-message").textContent = sessionStorage.getItem(TOKEN_KEY)
+      ? "The status token was refused." : "This gateway shows its status to holders of "
+        + "its status token (squall serve --status-token).";
+    form.hidden = false;
+    form.dataset.refused = String(refused);
+  }
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    $("token").value = "";
+    $("login").hidden = true;
+  });
+
   // -- polling --------------------------------------------------------------------------
   async function poll() {
     const conn = $("connection");
     try {
-      const response = await fetch(DATA_URL, { cache: "no-store" });
+      const response = await fetch(DATA_URL, { cache: "no-store", headers: authHeaders() });
+      if (response.status === 401 || response.status === 403) {
+        askForToken(response.status);
+        throw new Error("HTTP " + response.status + ": a status token is needed");
+      }
       if (!response.ok) throw new Error("HTTP " + response.status);
+      $("login").hidden = true;
       render(await response.json());
       conn.textContent = "live";
       conn.className = "pill ok";

@@ -10,16 +10,21 @@ from collections.abc import Callable
 from starlette.responses import Response
 
 from backends.errors import BucketAlreadyOwnedByYou
+from gateway.auth.access import request_origin
 from gateway.listing import ListPage
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
+    AccessDenied,
+    BucketAlreadyExists,
     InvalidArgument,
     MalformedXML,
     NotImplementedOperation,
     s3_error_for,
 )
+from gateway.s3api.handlers import acl
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, owner, parse, text
+from gateway.service import DeleteResult
 from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
 
@@ -53,6 +58,9 @@ async def list_buckets(req: S3Request) -> Response:
     region = req.query.get("bucket-region")
     buckets = [b for b in await req.service.list_buckets()
                if b.name.startswith(prefix) and b.name > after]
+    if req.access is not None and req.user is not None and not req.user.admin:
+        mine = await req.access.owned(req.user, [b.name for b in buckets])
+        buckets = [b for b in buckets if b.name in mine]  # the admin sees every bucket
     if region is not None and region != req.auth.region:
         buckets = []
     page = buckets[:max_buckets]
@@ -69,12 +77,18 @@ async def create_bucket(req: S3Request) -> Response:
     document = await req.read_document()
     if document.strip():
         parse(document, "CreateBucketConfiguration")  # validates; any region is served here
+    acl.check_bucket_acl_headers(req)
     try:
         await req.service.create_bucket(req.bucket)
     except BucketAlreadyOwnedByYou:
+        if req.access is not None and req.user is not None and \
+                (await req.access.bucket(req.bucket)).owner != req.user.canonical_id:
+            raise BucketAlreadyExists(resource=req.bucket) from None
         if req.auth.region != LEGACY_REGION:
             raise
         # S3 in us-east-1 answers 200 to re-creating a bucket one owns (legacy).
+        return empty_response(200, {"location": f"/{req.bucket}"})
+    await acl.create_bucket_access(req)
     return empty_response(200, {"location": f"/{req.bucket}"})
 
 
@@ -254,6 +268,23 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     return xml_response("ListMultipartUploadsResult", parts)
 
 
+async def _delete_allowed(req: S3Request, pairs: list[tuple[str, str | None]]
+                          ) -> list[DeleteResult]:
+    """Delete the keys the caller may delete; AccessDenied results for the others."""
+    access, settings = req.access, req.bucket_access
+    if access is None or settings is None:  # the admin, or no access control
+        return await req.service.delete_objects(req.bucket, pairs)
+    source_ip, secure = request_origin(req.request.scope)
+    allowed = [await access.allows(req.user, "DeleteObject", req.bucket, key,
+                                   version_id=version, settings=settings,
+                                   source_ip=source_ip, secure=secure)
+               for key, version in pairs]
+    done = iter(await req.service.delete_objects(
+        req.bucket, [pair for pair, ok in zip(pairs, allowed, strict=True) if ok]))
+    return [next(done) if ok else DeleteResult(key, version, error=AccessDenied())
+            for (key, version), ok in zip(pairs, allowed, strict=True)]
+
+
 async def delete_objects(req: S3Request) -> Response:
     if "content-md5" not in req.headers and not any(
             h.startswith("x-amz-checksum-") or h == "x-amz-sdk-checksum-algorithm"
@@ -266,7 +297,7 @@ async def delete_objects(req: S3Request) -> Response:
     if len(objects) > MAX_DELETE_KEYS:
         raise MalformedXML("The request may name at most 1000 keys.")
     pairs = [(text(o, "Key", required=True) or "", text(o, "VersionId")) for o in objects]
-    results = await req.service.delete_objects(req.bucket, pairs)
+    results = await _delete_allowed(req, pairs)
     out = []
     for result in results:
         version = opt("VersionId", result.version_id)

@@ -11,6 +11,7 @@ from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
+from gateway.s3api.handlers import acl
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
 from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.xml import INITIATOR, OWNER, el, iso8601, opt, parse, text
@@ -32,8 +33,9 @@ def _part_number(req: S3Request) -> int:
 
 async def create_multipart_upload(req: S3Request) -> Response:
     spec = ch.upload_checksum(req.headers)
+    meta = await acl.with_object_acl(req, h.object_meta(req.headers))
     upload = await req.service.create_multipart_upload(
-        req.bucket, req.key, meta=h.object_meta(req.headers), checksum=spec)
+        req.bucket, req.key, meta=meta, checksum=spec)
     parts = [el("Bucket", req.bucket), el("Key", req.key), el("UploadId", upload.upload_id)]
     return xml_response("InitiateMultipartUploadResult", parts,
                         headers=ch.upload_headers(spec))

@@ -18,6 +18,7 @@ from gateway.s3api.errors import (
     MissingContentLength,
     NotImplementedOperation,
 )
+from gateway.s3api.handlers import acl
 from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
 from gateway.s3api.xml import el, iso8601
@@ -80,7 +81,8 @@ async def put_object(req: S3Request) -> Response:
             if_match=if_match.strip('"') if if_match else None)
         return empty_response(200, write_headers(info))
     info = await req.service.put_object(
-        req.bucket, req.key, req.body(), meta=h.object_meta(req.headers),
+        req.bucket, req.key, req.body(),
+        meta=await acl.with_object_acl(req, h.object_meta(req.headers)),
         content_md5=h.content_md5(req.headers),
         if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
     return empty_response(200, write_headers(info))
@@ -197,7 +199,8 @@ async def copy_object(req: S3Request) -> Response:
     meta = h.object_meta(req.headers, with_tags=False) if directive == "REPLACE" else None
     tags = h.parse_tagging_header(req.headers.get("x-amz-tagging", "")) \
         if tag_directive == "REPLACE" else None
-    result = await req.service.copy_object(source, req.bucket, req.key, meta=meta, tags=tags)
+    result = await req.service.copy_object(source, req.bucket, req.key, meta=meta, tags=tags,
+                                           user_changes=await acl.object_acl_changes(req))
     info = result.info
     parts = [el("LastModified", iso8601(info.last_modified)), el("ETag", f'"{info.etag}"')]
     if info.meta.checksum is not None:

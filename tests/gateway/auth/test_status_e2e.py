@@ -17,8 +17,7 @@ from gateway.auth.client import status_headers
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
 
 TOKEN = "status-token-0123456789"
-GATED = ("/_squall/status", "/_squall/metrics", "/_squall/cluster", "/_squall/ui",
-         "/_squall/ui/data")
+GATED = ("/_squall/status", "/_squall/metrics", "/_squall/cluster", "/_squall/ui/data")
 SIGNED = {"SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY}
 
 
@@ -52,8 +51,11 @@ def test_the_bearer_token_and_a_signature_open_them(closed: SquallProcess, path:
                      timeout=10).status_code == 200
 
 
-def test_health_stays_open(closed: SquallProcess) -> None:
-    assert httpx.get(closed.endpoint + "/_squall/health", timeout=10).status_code == 200
+@pytest.mark.parametrize("path", ["/_squall/health", "/_squall/ui",
+                                  "/_squall/ui/static/dashboard.js"])
+def test_health_and_the_dashboard_page_stay_open(closed: SquallProcess, path: str) -> None:
+    """The page and its files hold no figures; the page asks for the token."""
+    assert httpx.get(closed.endpoint + path, timeout=10).status_code == 200
 
 
 def test_a_signature_with_an_unknown_key_is_refused(closed: SquallProcess) -> None:

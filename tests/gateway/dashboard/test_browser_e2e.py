@@ -109,3 +109,26 @@ def test_page_loads_offline_and_numbers_move_during_a_burst(
         shutil.copyfile(shot, target)
     logs = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not logs, logs  # no script errors, nothing refused by the page's CSP
+
+
+def test_a_closed_gateway_asks_for_the_status_token(tmp_path: Path, browser: Any) -> None:
+    token = "dashboard-token-0123456789"
+    server = SquallProcess(tmp_path / "closed", env={"SQUALL_STATUS_TOKEN": token},
+                           public_status=False).start()
+    try:
+        browser.get(f"{server.endpoint}/_squall/ui")
+        form = browser.find_element("id", "login")
+        wait_for(form.is_displayed, "the token form")
+        assert browser.find_element("id", "connection").text == "disconnected"
+        browser.find_element("id", "token").send_keys("not-the-token")
+        browser.find_element("css selector", "#login button").click()
+        wait_for(lambda: "refused" in browser.find_element("id", "login-message").text,
+                 "the refusal")
+        browser.find_element("id", "token").send_keys(token)
+        browser.find_element("css selector", "#login button").click()
+        wait_for(lambda: browser.find_element("id", "connection").text == "live",
+                 "the data with the token")
+        assert not form.is_displayed()
+        assert token not in browser.current_url
+    finally:
+        assert server.stop() == 0, server.log()

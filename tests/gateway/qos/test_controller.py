@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from backends.errors import SlowDown
 from gateway.qos.controller import QosController
 from gateway.qos.gears import Tuning
-from gateway.qos.model import QosClass, QosSettings
+from gateway.qos.model import QosClass, QosSettings, split_class, user_class
 from gateway.qos.store import QosStore, QosStoreError, store_path
 
 MB = 1_000_000
@@ -201,3 +201,40 @@ def test_credit_class_bursts_at_the_peak_and_bills_the_baseline() -> None:
     # Switching the class back to gears drops the credit buckets.
     asyncio.run(c.set("b", QosClass(g0_bandwidth=MB, max_gear=2)))
     assert c.gates["b"].credit_bandwidth is None and c.gates["b"].bandwidth.rate == MB
+
+
+def test_user_classes_from_the_file_and_the_api_are_shown_and_metered() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        settings = QosSettings.model_validate(
+            {"buckets": {"b": {"g0_bandwidth": "1MB/s"}},
+             "users": {"alice": {"g0_bandwidth": "2MB/s", "max_gear": 1}}})
+        c = QosController(settings, clock=clock)
+        assert set(c.gates) == {"b", user_class("alice")}
+        await c.set(user_class("bob"), QosClass(g0_bandwidth=3 * MB))
+        status = c.status()
+        assert set(status["buckets"]) == {"b"}
+        assert set(status["users"]) == {"alice", "bob"}
+        assert status["users"]["alice"]["bandwidth_cap"] == 2 * MB
+        registry = CollectorRegistry()
+        c.register_metrics(registry)
+        c.tick(clock.now)
+        c.gates[user_class("alice")].reserve(2 * MB, bounded=False)
+        clock.now += 1.0
+        assert c.tick(clock.now)[user_class("alice")] is Tuning.PROMOTE
+        text = generate_latest(registry).decode()
+        assert 'squall_qos_user_gear{user="alice"} 1.0' in text
+        assert 'squall_qos_user_gear_seconds_total{user="bob"} 1.0' in text
+        assert 'squall_qos_gear{bucket="b"} 0.0' in text
+        assert "user:" not in text
+        # A class of the file cleared by the API stays cleared; one of the API goes.
+        assert await c.clear(user_class("alice")) is True
+        assert await c.clear(user_class("bob")) is True
+        assert set(c.status()["users"]) == set()
+
+    asyncio.run(scenario())
+
+
+def test_split_class_names() -> None:
+    assert split_class(user_class("a.b@c")) == ("user", "a.b@c")
+    assert split_class("my-bucket") == ("bucket", "my-bucket")

@@ -3,6 +3,7 @@ gear rising and falling in /_squall/status and the metrics, bills, and bad input
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,10 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
@@ -193,3 +196,46 @@ def test_unconfigured_buckets_are_not_paced(gateway: SquallProcess, tmp_path: Pa
     s3.put_object(Bucket=bucket, Key="big", Body=b"z" * 2_000_000)
     assert time.monotonic() - started < 2.0
     assert qos_of(gateway, bucket) == {}
+
+
+def test_a_user_class_paces_that_user_in_every_bucket(gateway: SquallProcess) -> None:
+    added = cli(gateway, "add", "quota-user", "--json", command_name="user")
+    assert added.returncode == 0, added.stderr
+    keys = json.loads(added.stdout)
+    limited = boto3.client("s3", endpoint_url=gateway.endpoint, region_name="us-east-1",
+                           aws_access_key_id=keys["access_key"],
+                           aws_secret_access_key=keys["secret_key"],
+                           config=Config(retries={"max_attempts": 1}))
+    bucket = f"shared-{uuid.uuid4().hex[:8]}"
+    limited.create_bucket(Bucket=bucket)  # its own: the admin writes everywhere
+    assert cli(gateway, "set", "--user", "quota-user", "--g0-bandwidth", "100KB/s",
+               "--max-gear", "0").returncode == 0
+    shown = cli(gateway, "show", "--user", "quota-user", "--json")
+    assert json.loads(shown.stdout)["users"]["quota-user"]["bandwidth_cap"] == 100_000
+    assert "user quota-user" in cli(gateway, "show").stdout
+    s3 = make_client(gateway.endpoint)
+    with pytest.raises(ClientError) as refused:  # 10 s at 100 KB/s > the 3 s bound
+        limited.put_object(Bucket=bucket, Key="big", Body=b"x" * 1_000_000)
+    assert refused.value.response["Error"]["Code"] == "SlowDown"
+    started = time.monotonic()
+    s3.put_object(Bucket=bucket, Key="big", Body=b"x" * 1_000_000)  # the admin: no class
+    assert time.monotonic() - started < 2.0
+    status = httpx.get(f"{gateway.endpoint}/_squall/status").json()
+    assert status["qos"]["users"]["quota-user"]["refused"] >= 1
+    assert bucket not in status["qos"]["buckets"]
+    metrics = httpx.get(f"{gateway.endpoint}/_squall/metrics").text
+    assert 'squall_qos_user_gear{user="quota-user"} 0.0' in metrics
+    assert cli(gateway, "clear", "--user", "quota-user").returncode == 0
+    limited.put_object(Bucket=bucket, Key="big", Body=b"x" * 1_000_000)
+
+
+def test_bad_user_class_inputs(gateway: SquallProcess) -> None:
+    missing = cli(gateway, "set", "--user", "nobody-here", "--g0-bandwidth", "1MB/s")
+    assert missing.returncode == 1 and "NoSuchUser" in missing.stderr
+    both = cli(gateway, "set", "configured", "--user", "x", "--g0-bandwidth", "1MB/s")
+    assert both.returncode == 2 and "not both" in both.stderr
+    neither = cli(gateway, "clear")
+    assert neither.returncode == 2 and "--user" in neither.stderr
+    response = signed(gateway, "PUT", "bucket=configured&user=x&g0_bandwidth=1MB")
+    assert response.status_code == 400
+    assert response.json()["error"] == "InvalidArgument"
