@@ -9,9 +9,8 @@ which tests and the writeback controller use.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from backends.base import (
     Backend,
@@ -30,7 +29,7 @@ from backends.base import (
 from backends.errors import NotImplementedByBackend
 from backends.streams import ClosingBody
 from backends.throttle import TokenBucket
-from backends.units import parse_rate
+from backends.unit_types import Rate
 
 _LIST_PAGE = 1000  # a listing costs one operation per this many entries, as S3 pages
 
@@ -40,15 +39,11 @@ class ThrottleSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bandwidth_bytes_per_s: float | None = None
-    iops: float | None = None
+    bandwidth_bytes_per_s: Rate | None = None
+    #: Operations per second, > 0 (also written as a rate: "10k").
+    iops: Rate | None = None
     #: Bucket depth in seconds of the rate (how large a burst passes unthrottled).
     burst_s: float = Field(default=0.1, gt=0)
-
-    @field_validator("bandwidth_bytes_per_s", "iops", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> float | None:
-        return None if value is None else parse_rate(value)
 
     @property
     def enabled(self) -> bool:

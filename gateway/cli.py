@@ -9,8 +9,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from gateway.extras import install_hint, missing_extra
 
 # The modules of the subcommands besides ``serve``, with the subcommands each adds. Each
@@ -29,120 +27,16 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from gateway.serve_flags import add_setting_flags
+    from gateway.settings import SECTIONS
+
     p = sub.add_parser("serve", help="run the S3 gateway",
                        description="Run the S3 gateway. Every option is also a SQUALL_* "
-                                   "environment variable and a key of the --config file.")
+                                   "environment variable and a key of the --config file "
+                                   "(docs/configuration.md); flags beat the environment, "
+                                   "which beats the file.")
     p.add_argument("--config", type=Path, help="TOML file with settings")
-    p.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
-    p.add_argument("--data-dir", type=Path, help="data directory (default ./squall-data)")
-    p.add_argument("--backend", help="KIND:ARGS, e.g. posix:/srv/objects "
-                                     "(default posix:<data-dir>/objects)")
-    p.add_argument("--domain", help="serve virtual-hosted-style requests for <bucket>.DOMAIN")
-    p.add_argument("--region", help="region reported to clients (default us-east-1)")
-    p.add_argument("--no-sigv2", dest="sigv2", action="store_const", const=False,
-                   help="refuse AWS Signature Version 2 (header and presigned URLs)")
-    p.add_argument("--durability", choices=["fsync", "none"],
-                   help="fsync: acknowledge writes once on stable storage (default); "
-                        "none: skip fsync (faster, loses recent writes on power loss)")
-    p.add_argument("--min-part-size", type=int, help="minimum multipart part size in bytes")
-    c = p.add_argument_group("cache tier")
-    c.add_argument("--cache-size", help="cache capacity, e.g. 1GiB (default); 0 disables it")
-    c.add_argument("--cache-dir", type=Path, help="cache volume directory "
-                                                  "(default <data-dir>/cache)")
-    c.add_argument("--cache-mode", choices=["static", "elastic"],
-                   help="static: the cache volumes are always there (default); elastic: a "
-                        "volume is attached only while a write burst lasts, sized from "
-                        "experience (the first one --cache-size)")
-    c.add_argument("--cache-volume-root", type=Path,
-                   help="elastic: where volumes are created (default <data-dir>/volumes)")
-    c.add_argument("--cache-volume-bandwidth",
-                   help="elastic: bandwidth cap of a volume (B_c), e.g. 64MB/s")
-    c.add_argument("--cache-min-size", help="elastic: smallest volume (default 1MiB)")
-    c.add_argument("--cache-max-size", help="elastic: largest volume (default no limit)")
-    c.add_argument("--max-dirty-age", type=float,
-                   help="seconds after which dirty data is flushed whatever the phase")
-    c.add_argument("--utilization-threshold", type=float,
-                   help="UT: phase 2 starts when ingest stays below UT x backend bandwidth")
-    c.add_argument("--inactivity-delay", type=float,
-                   help="ID: seconds ingest must stay below UT before phase 2")
-    c.add_argument("--flush-concurrency", type=int, help="objects flushed at once")
-    c.add_argument("--cache-admission", choices=["auto", "cache"],
-                   help="auto (default): writes go past the cache when the backend takes "
-                        "them as fast; cache: cache every write that fits")
-    t = p.add_argument_group("backend throttle")
-    t.add_argument("--backend-bandwidth", help="cap on bytes to/from the backend, e.g. 20MiB/s")
-    t.add_argument("--backend-iops", type=float, help="cap on backend operations per second")
-    m = p.add_argument_group("cost model (AGBs, see docs/cost-model.md)")
-    m.add_argument("--cost-backend-size-gb", type=float,
-                   help="N: size of the backing storage in GB")
-    m.add_argument("--cost-cache-bandwidth-mb-s", type=float,
-                   help="B_c: bandwidth of the cache device in MB/s")
-    lc = p.add_argument_group("bucket lifecycle (see docs/s3-api.md)")
-    lc.add_argument("--lifecycle-interval", type=float,
-                    help="seconds between two scans enforcing lifecycle rules (default 3600)")
-    lc.add_argument("--lifecycle-day-seconds", type=float,
-                    help="length in seconds of a lifecycle day (default 86400, as S3); a "
-                         "shorter day is a testing aid that makes Days rules act sooner")
-    p.add_argument("--workers", type=_worker_count,
-                   help="worker processes serving the port, each owning a share of the "
-                        "keys (default 1; see docs/workers.md)")
-    k = p.add_argument_group("cluster (see docs/cluster.md)")
-    k.add_argument("--peers", help="ordered member list URL0,URL1,... (every member gets "
-                                   "the same list); each key is owned by one member")
-    k.add_argument("--node-id", type=int, help="this node's index K in --peers (default: "
-                                               "the member whose host is this host's name)")
-    k.add_argument("--cluster-secret", help="shared secret authenticating peer traffic "
-                                            "(required with more than one member; prefer "
-                                            "SQUALL_CLUSTER_SECRET: flags show in ps)")
-    k.add_argument("--peer-ca", type=Path, help="PEM CA certificate(s) trusted for "
-                   "https:// members in --peers (a private CA)")
-    k.add_argument("--dirty-replicas", type=int, metavar="R",
-                   help="members keeping each unflushed write: the key's owner and the "
-                        "next R-1 on its ring (default 2 with two members or more; 1 "
-                        "turns mirroring off)")
-    tls = p.add_argument_group("TLS (see docs/tls.md)")
-    tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve HTTPS "
-                     "(reloaded on SIGHUP)")
-    tls.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
-    lim = p.add_argument_group("limits and timeouts (see docs/s3-api.md, \"Limits\"; 0 = off)")
-    lim.add_argument("--header-timeout", type=float,
-                     help="seconds a client has to send a request line and headers "
-                          "(default 30)")
-    lim.add_argument("--body-idle-timeout", type=float,
-                     help="seconds a request body may stall before 400 RequestTimeout "
-                          "(default 60)")
-    lim.add_argument("--keep-alive-timeout", type=float,
-                     help="seconds an idle kept-alive connection stays open (default 5)")
-    lim.add_argument("--max-header-bytes", type=int,
-                     help="request line and headers, in bytes (default 65536); more: 400 "
-                          "RequestHeaderSectionTooLarge")
-    lim.add_argument("--max-header-count", type=int,
-                     help="headers of one request (default 300)")
-    lim.add_argument("--max-connections", type=int,
-                     help="open client connections per process (default 1024); more are "
-                          "closed at once")
-    lim.add_argument("--max-requests", type=int,
-                     help="requests in flight per process (default 512); more: 503 SlowDown")
-    lim.add_argument("--backend-probe-interval", type=float,
-                     help="seconds between reachability probes of an s3: backend (default 5)")
-    sec = p.add_argument_group("access (see docs/security.md)")
-    sec.add_argument("--public-status", action="store_const", const=True,
-                     help="serve /_squall/status, /metrics, /cluster and /ui without "
-                          "authentication (default: signed requests or the status token)")
-    sec.add_argument("--status-token",
-                     help="read-only token for the status views, sent as 'Authorization: "
-                          "Bearer TOKEN' (16 characters or more; prefer "
-                          "SQUALL_STATUS_TOKEN: flags show in ps)")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-
-
-def _worker_count(text: str) -> int:
-    from gateway.settings import MAX_WORKERS
-
-    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"must be a whole number of processes from 1 to {MAX_WORKERS}, not {text!r}")
-    return int(text)
+    add_setting_flags(p, SECTIONS)
 
 
 Runner = Callable[[argparse.Namespace], int]
@@ -197,14 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from gateway.server import serve
     from gateway.settings import load_settings
+    from gateway.settings_sources import SettingsError
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
     try:
         settings = load_settings(args.config, **overrides)
-    except ValidationError as exc:
-        for error in exc.errors():
-            field = ".".join(str(p) for p in error["loc"])
-            print(f"squall: invalid setting {field}: {error['msg']}", file=sys.stderr)
+    except SettingsError as exc:
+        for line in exc.lines:
+            print(f"squall: {line}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)

@@ -12,7 +12,6 @@ from typing import Any
 from backends.base import Backend, ElasticBackend, ProbedBackend
 from backends.registry import BackendOptions, create_backend
 from backends.throttled import ThrottledBackend, ThrottleSettings
-from backends.units import parse_rate, parse_size
 from gateway.backend_watch import BackendWatch
 from gateway.cache.provisioner import LocalProvisioner
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
@@ -126,16 +125,14 @@ def elastic_settings(settings: Settings) -> ElasticSettings | None:
     if not settings.backend_bandwidth:
         raise ValueError("cache_mode = elastic needs --backend-bandwidth (B_b, the backing "
                          "store's reserved bandwidth: bursts are measured against it)")
-    initial = parse_size(settings.cache_size)
+    initial = settings.cache_size
     if not initial:
         raise ValueError("cache_mode = elastic needs --cache-size > 0 (the first volume)")
     return ElasticSettings(
         root=settings.cache_volume_root or settings.data_dir / "volumes",
-        initial_size_bytes=initial, min_size_bytes=parse_size(settings.cache_min_size),
-        max_size_bytes=parse_size(settings.cache_max_size) if settings.cache_max_size
-        else None,
-        volume_bandwidth_bytes_per_s=parse_rate(settings.cache_volume_bandwidth)
-        if settings.cache_volume_bandwidth else None)
+        initial_size_bytes=initial, min_size_bytes=settings.cache_min_size,
+        max_size_bytes=settings.cache_max_size,
+        volume_bandwidth_bytes_per_s=settings.cache_volume_bandwidth)
 
 
 def cache_settings(settings: Settings) -> CacheSettings:
@@ -144,7 +141,7 @@ def cache_settings(settings: Settings) -> CacheSettings:
     elif settings.cache_volumes is not None:
         volumes = [v for v in settings.cache_volumes if v.capacity_bytes]
     else:
-        capacity = parse_size(settings.cache_size)
+        capacity = settings.cache_size
         volume_dir = settings.cache_dir or settings.data_dir / "cache"
         volumes = [CacheVolumeSettings(path=volume_dir, capacity_bytes=capacity)] \
             if capacity else []
@@ -167,7 +164,7 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     if isinstance(store, ElasticBackend):
         store.register_metrics(metrics.registry)
     throttle = None
-    bandwidth = parse_rate(settings.backend_bandwidth) if settings.backend_bandwidth else None
+    bandwidth = settings.backend_bandwidth
     if bandwidth or settings.backend_iops:
         throttle = ThrottledBackend(backend, ThrottleSettings(
             bandwidth_bytes_per_s=bandwidth, iops=settings.backend_iops))

@@ -1,23 +1,51 @@
-"""Typed settings: defaults < config file (TOML) < ``SQUALL_*`` environment < CLI flags."""
+"""The settings of ``squall serve``: one typed model, one section per component.
+
+Each section (:class:`ServerSection`, :class:`CacheSection`, ...) is a model of its own
+component's fields; :class:`Settings` joins them. A field is read under one name
+everywhere: the config file key ``cache_size`` (or ``size`` in its section's table,
+``[cache]``), the environment variable ``SQUALL_CACHE_SIZE`` and the flag
+``--cache-size``, with its Field description as help text. :func:`load_settings` reads
+the sources (:mod:`gateway.settings_sources`); :mod:`gateway.serve_flags` makes the flags.
+
+Adding a setting is one field in its section (a type, a default, a description); the
+flag, the variable, the keys and the help follow from it.
+"""
 
 from __future__ import annotations
 
-import os
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from backends.units import parse_rate, parse_size
+from backends.unit_types import ByteSize, Duration, Rate
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cluster.settings import check_peers, split_peers
 from gateway.qos.model import QosSettings
+from gateway.settings_sources import ENV_AND_FILE_ONLY, Section, read_settings
 from gateway.users import USERS_FILE, check_secret
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256
+
+
+def _worker_count(value: object) -> int:
+    """A whole number of processes from 1 to MAX_WORKERS, as a number or as text."""
+    count = 0
+    if isinstance(value, str) and value.strip().isdigit():
+        count = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        count = value
+    if not 1 <= count <= MAX_WORKERS:
+        raise PydanticCustomError(
+            "workers", "must be a whole number of processes from 1 to {max}, not {got}",
+            {"max": MAX_WORKERS, "got": repr(value)})
+    return count
+
+
+WorkerCount = Annotated[int, BeforeValidator(_worker_count)]
 
 
 class ListenAddress(BaseModel):
@@ -47,96 +75,20 @@ class BackendSpec(BaseModel):
         return cls(kind=kind, args=args)
 
 
-class Settings(BaseSettings):
-    """Everything ``squall serve`` needs; every field is also ``SQUALL_<NAME>``."""
+class ServerSection(Section):
+    table = "server"
 
-    model_config = SettingsConfigDict(env_prefix="SQUALL_", extra="forbid")
-
-    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
-    data_dir: Path = Path("squall-data")
-    backend: str | None = None  # default: posix:<data_dir>/objects
-    domain: str | None = None  # virtual-hosted-style: <bucket>.<domain>
-    region: str = "us-east-1"
-    access_key: str | None = None
-    secret_key: str | None = None
-    sigv2: bool = True  # accept Signature Version 2 (header and presigned URLs)
-    durability: Literal["fsync", "none"] = "fsync"
-    min_part_size: int = Field(default=5 * 1024 * 1024, ge=0)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    access_log: bool = True
-    cache_size: str = "1GiB"  # 0 disables the cache tier
-    cache_dir: Path | None = None  # default: <data_dir>/cache
-    # Several volumes (config file: [[cache_volumes]] path = "...", capacity_bytes = "1GiB");
-    # when set, they replace cache_dir/cache_size.
-    cache_volumes: list[CacheVolumeSettings] | None = None
-    # "elastic": no cache volume while there is no burst; one is attached (sized from
-    # experience, the first one cache_size) under cache_volume_root while a burst lasts.
-    cache_mode: Literal["static", "elastic"] = "static"
-    cache_volume_root: Path | None = None  # default: <data_dir>/volumes
-    cache_volume_bandwidth: str | None = None  # B_c cap of elastic volumes, e.g. 64MB/s
-    cache_min_size: str = "1MiB"  # bounds of elastic volume sizes
-    cache_max_size: str | None = None
-    backend_bandwidth: str | None = None  # e.g. 20MiB/s
-    backend_iops: float | None = None
-    max_dirty_age: float = 300.0
-    utilization_threshold: float = Field(default=0.3, gt=0, le=1)
-    inactivity_delay: float = Field(default=30.0, ge=0)
-    flush_concurrency: int = Field(default=4, ge=1)
-    # "auto": a write goes past the cache when the backend takes it as fast (measured);
-    # "cache": every write that fits is cached (docs/cache.md, "Admission").
-    cache_admission: Literal["auto", "cache"] = "auto"
-    # Cost model (seed III-B): N, the backing device size in GB, and B_c, the cache
-    # device's bandwidth in MB/s (B_b is --backend-bandwidth).
-    cost_backend_size_gb: float = Field(default=0.0, ge=0)
-    cost_cache_bandwidth_mb_s: float = Field(default=0.0, ge=0)
-    # Cluster (docs/cluster.md): the ordered member URLs (``SQUALL_PEERS`` and --peers take
-    # them comma-separated), this node's index among them (default: found by host name),
-    # and the secret that authenticates peer traffic.
-    peers: list[str] = Field(default_factory=list)
-    node_id: int | None = Field(default=None, ge=0)
-    cluster_secret: str | None = None
-    # A private CA (PEM) trusted for https:// members in peers, besides the system's.
-    peer_ca: Path | None = None
-    # Members holding each unflushed write: its owner and the next R-1 on its ring
-    # (docs/cluster.md, "Mirrored write-back"); default 2 with >= 2 members, else 1.
-    dirty_replicas: int | None = Field(default=None, ge=1)
-    # HTTPS on the listening port (docs/tls.md): PEM certificate chain and private key,
-    # loaded again on SIGHUP.
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    # Bucket lifecycle (docs/s3-api.md, "Lifecycle"): seconds between two scans, and the
-    # length of a lifecycle "day" in seconds (86400 as S3; shorter only to test rules).
-    lifecycle_interval: float = Field(default=3600.0, gt=0)
-    lifecycle_day_seconds: float = Field(default=86_400.0, gt=0)
-    # Worker processes serving the one listening port (docs/workers.md); 1: one process,
-    # as without the option.
-    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
-    # Connection limits and timeouts (docs/s3-api.md, "Limits"); 0 turns a timeout or a
-    # connection/request limit off.
-    header_timeout: float = Field(default=30.0, ge=0)  # seconds to send request line+headers
-    body_idle_timeout: float = Field(default=60.0, ge=0)  # seconds a body may stall
-    keep_alive_timeout: float = Field(default=5.0, gt=0)  # idle seconds between requests
-    max_header_bytes: int = Field(default=64 * 1024, ge=8 * 1024)  # request line + headers
-    max_header_count: int = Field(default=300, ge=32)
-    max_connections: int = Field(default=1024, ge=0)  # per process
-    max_requests: int = Field(default=512, ge=0)  # in flight per process; more: SlowDown
-    # Seconds between two reachability probes of a networked backend (s3:).
-    backend_probe_interval: float = Field(default=5.0, gt=0)
-    # Access (docs/security.md): status, metrics, cluster view and dashboard readable
-    # without a signature; else a signed request or "Authorization: Bearer <status_token>".
-    public_status: bool = False
-    status_token: str | None = None
-    users_file: Path | None = None  # default: <data_dir>/users.json
-    # Performance gears per bucket (docs/qos.md): the config file's [qos] table, with
-    # a [qos.buckets.NAME] table per class.
-    qos: QosSettings = Field(default_factory=QosSettings)
-
-    @field_validator("secret_key", "status_token")
-    @classmethod
-    def _check_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None:
-            check_secret(value, "the " + (info.field_name or "").replace("_", " "))
-        return value
+    listen: str = Field(f"127.0.0.1:{DEFAULT_PORT}", description="HOST:PORT to listen on")
+    data_dir: Path = Field(Path("squall-data"), description="data directory")
+    domain: str | None = Field(None, description="serve virtual-hosted-style requests for "
+                                                 "<bucket>.DOMAIN (default: path style only)")
+    region: str = Field("us-east-1", description="region reported to clients")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="log level")
+    access_log: bool = Field(True, description="log one line per request")
+    workers: WorkerCount = Field(
+        1, description="worker processes serving the port, each owning a share of the keys "
+                       "(see docs/workers.md)")
 
     @field_validator("listen")
     @classmethod
@@ -144,19 +96,24 @@ class Settings(BaseSettings):
         ListenAddress.parse(value)
         return value
 
-    @field_validator("cache_volume_bandwidth")
-    @classmethod
-    def _check_rate(cls, value: str | None) -> str | None:
-        if value is not None and parse_rate(value) <= 0:
-            raise ValueError("must be a rate > 0, e.g. 64MB/s")
-        return value
 
-    @field_validator("cache_min_size", "cache_max_size")
-    @classmethod
-    def _check_size(cls, value: str | None) -> str | None:
-        if value is not None and parse_size(value) <= 0:
-            raise ValueError("must be a size > 0, e.g. 1GiB")
-        return value
+class StorageSection(Section):
+    table = "storage"
+    title = "backend"
+
+    backend: str | None = Field(None, description="KIND:ARGS, e.g. posix:/srv/objects "
+                                                  "(default posix:<data-dir>/objects)")
+    durability: Literal["fsync", "none"] = Field(
+        "fsync", description="fsync: acknowledge writes once on stable storage; none: skip "
+                             "fsync (faster, loses recent writes on power loss)")
+    min_part_size: ByteSize = Field(5 * 1024 * 1024, ge=0,
+                                    description="minimum multipart part size")
+    backend_bandwidth: Rate | None = Field(
+        None, description="cap on bytes to/from the backend, e.g. 20MiB/s (default: none)")
+    backend_iops: float | None = Field(
+        None, ge=0, description="cap on backend operations per second (default: none)")
+    backend_probe_interval: Duration = Field(
+        5.0, gt=0, description="time between reachability probes of an s3: backend")
 
     @field_validator("backend")
     @classmethod
@@ -164,6 +121,86 @@ class Settings(BaseSettings):
         if value is not None:
             BackendSpec.parse(value)
         return value
+
+
+class CacheSection(Section):
+    table = "cache"
+    title = "cache tier (see docs/cache.md)"
+
+    cache_size: ByteSize = Field(1 << 30, description="cache capacity; 0 disables it")
+    cache_dir: Path | None = Field(None, description="cache volume directory "
+                                                    "(default <data-dir>/cache)")
+    cache_volumes: Annotated[list[CacheVolumeSettings] | None, ENV_AND_FILE_ONLY] = Field(
+        None, description="several volumes ([[cache_volumes]] path = ..., capacity_bytes = "
+                          "...); they replace cache_dir and cache_size")
+    cache_mode: Literal["static", "elastic"] = Field(
+        "static", description="static: the cache volumes are always there; elastic: a volume "
+                              "is attached only while a write burst lasts, sized from "
+                              "experience (the first one --cache-size)")
+    cache_volume_root: Path | None = Field(
+        None, description="elastic: where volumes are created (default <data-dir>/volumes)")
+    cache_volume_bandwidth: Rate | None = Field(
+        None, description="elastic: bandwidth cap of a volume (B_c), e.g. 64MB/s "
+                          "(default: none)")
+    cache_min_size: ByteSize = Field(1 << 20, gt=0, description="elastic: smallest volume")
+    cache_max_size: ByteSize | None = Field(
+        None, gt=0, description="elastic: largest volume (default: no limit)")
+    max_dirty_age: Duration = Field(
+        300.0, description="age after which dirty data is flushed whatever the phase")
+    utilization_threshold: float = Field(
+        0.3, gt=0, le=1,
+        description="UT: phase 2 starts when ingest stays below UT x backend bandwidth")
+    inactivity_delay: Duration = Field(
+        30.0, ge=0, description="ID: how long ingest must stay below UT before phase 2")
+    flush_concurrency: int = Field(4, ge=1, description="objects flushed at once")
+    cache_admission: Literal["auto", "cache"] = Field(
+        "auto", description="auto: writes go past the cache when the backend takes them as "
+                            "fast (docs/cache.md, \"Admission\"); cache: cache every write "
+                            "that fits")
+
+
+class CostSection(Section):
+    table = "cost"
+    title = "cost model (AGBs, see docs/cost-model.md)"
+
+    cost_backend_size_gb: float = Field(0.0, ge=0,
+                                        description="N: size of the backing storage in GB")
+    cost_cache_bandwidth_mb_s: float = Field(
+        0.0, ge=0, description="B_c: bandwidth of the cache device in MB/s")
+
+
+class LifecycleSection(Section):
+    table = "lifecycle"
+    title = "bucket lifecycle (see docs/s3-api.md)"
+
+    lifecycle_interval: Duration = Field(
+        3600.0, gt=0, description="time between two scans enforcing lifecycle rules")
+    lifecycle_day_seconds: Duration = Field(
+        86_400.0, gt=0, description="length of a lifecycle day (as S3); a shorter day is a "
+                                    "testing aid that makes Days rules act sooner")
+
+
+class ClusterSection(Section):
+    table = "cluster"
+    title = "cluster (see docs/cluster.md)"
+
+    peers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="ordered member list URL0,URL1,... (every member gets the same list); "
+                    "each key is owned by one member")
+    node_id: int | None = Field(
+        None, ge=0, description="this node's index K in --peers (default: the member whose "
+                                "host is this host's name)")
+    cluster_secret: str | None = Field(
+        None, description="shared secret authenticating peer traffic (required with more "
+                          "than one member; prefer SQUALL_CLUSTER_SECRET: flags show in ps)")
+    peer_ca: Path | None = Field(
+        None, description="PEM CA certificate(s) trusted for https:// members in --peers "
+                          "(a private CA)")
+    dirty_replicas: int | None = Field(
+        None, ge=1, description="members keeping each unflushed write: the key's owner and "
+                                "the next R-1 on its ring (default 2 with two members or "
+                                "more; 1 turns mirroring off)")
 
     @field_validator("peers", mode="before")
     @classmethod
@@ -174,6 +211,88 @@ class Settings(BaseSettings):
     @classmethod
     def _check_peers(cls, value: list[str]) -> list[str]:
         return check_peers(value)
+
+
+class TlsSection(Section):
+    table = "tls"
+    title = "TLS (see docs/tls.md)"
+
+    tls_cert: Path | None = Field(
+        None, description="PEM certificate chain: serve HTTPS (reloaded on SIGHUP)")
+    tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")
+
+
+class LimitsSection(Section):
+    table = "limits"
+    title = "limits and timeouts (see docs/s3-api.md, \"Limits\"; 0 = off)"
+
+    header_timeout: Duration = Field(
+        30.0, ge=0, description="time a client has to send a request line and headers")
+    body_idle_timeout: Duration = Field(
+        60.0, ge=0, description="time a request body may stall before 400 RequestTimeout")
+    keep_alive_timeout: Duration = Field(
+        5.0, gt=0, description="time an idle kept-alive connection stays open")
+    max_header_bytes: ByteSize = Field(
+        64 * 1024, ge=8 * 1024,
+        description="request line and headers; more: 400 RequestHeaderSectionTooLarge")
+    max_header_count: int = Field(300, ge=32, description="headers of one request")
+    max_connections: int = Field(1024, ge=0, description="open client connections per "
+                                                         "process; more are closed at once")
+    max_requests: int = Field(512, ge=0,
+                              description="requests in flight per process; more: 503 SlowDown")
+
+
+class AccessSection(Section):
+    table = "access"
+    title = "access (see docs/security.md)"
+
+    access_key: Annotated[str | None, ENV_AND_FILE_ONLY] = Field(
+        None, description="the admin access key (default: generated once, kept in "
+                          "<data-dir>/credentials.json)")
+    secret_key: Annotated[str | None, ENV_AND_FILE_ONLY] = Field(
+        None, description="the admin secret key (default: generated with the access key)")
+    sigv2: bool = Field(True, description="accept AWS Signature Version 2 (header and "
+                                          "presigned URLs)")
+    public_status: bool = Field(
+        False, description="serve /_squall/status, /metrics, /cluster and /ui without "
+                           "authentication (default: signed requests or the status token)")
+    status_token: str | None = Field(
+        None, description="read-only token for the status views, sent as 'Authorization: "
+                          "Bearer TOKEN' (16 characters or more; prefer SQUALL_STATUS_TOKEN: "
+                          "flags show in ps)")
+    users_file: Path | None = Field(None, description="the users and their keys "
+                                                      "(default <data-dir>/users.json)")
+
+    @field_validator("secret_key", "status_token")
+    @classmethod
+    def _check_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            check_secret(value, "the " + (info.field_name or "").replace("_", " "))
+        return value
+
+
+class QosSection(Section):
+    table = "qos"
+    title = "performance gears (see docs/qos.md)"
+
+    qos: Annotated[QosSettings, ENV_AND_FILE_ONLY] = Field(
+        default_factory=QosSettings,
+        description="the [qos] table, with a [qos.buckets.NAME] table per class")
+
+
+#: The sections in the order of ``squall serve --help``.
+SECTIONS: tuple[type[Section], ...] = (
+    ServerSection, StorageSection, CacheSection, CostSection, LifecycleSection,
+    ClusterSection, TlsSection, LimitsSection, AccessSection, QosSection)
+
+
+class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSection,
+               LifecycleSection, ClusterSection, TlsSection, LimitsSection, AccessSection,
+               QosSection):
+    """Everything ``squall serve`` needs: the fields of every section, each also
+    ``SQUALL_<NAME>`` and ``--<name>`` (see :func:`gateway.settings_sources.load_settings`)."""
+
+    model_config = SettingsConfigDict(env_prefix="SQUALL_", extra="forbid")
 
     @property
     def listen_address(self) -> ListenAddress:
@@ -195,30 +314,15 @@ class Settings(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # load_settings merges file, environment and flags itself, in that order.
+        # Settings(...) validates what it is given; load_settings reads the sources.
         return (init_settings,)
 
 
-def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings from an optional TOML file, the environment and explicit overrides.
+def load_settings(config_file: Path | None = None, **flags: object) -> Settings:
+    """Settings from the defaults, an optional TOML file, the ``SQUALL_*`` environment and
+    ``flags`` (field names; ``None`` = not given), each beating the one before.
 
-    The file's keys are the field names (``listen = "127.0.0.1:9000"``); ``SQUALL_*``
-    environment variables beat the file; ``overrides`` (CLI flags, ``None`` = unset) beat
-    both. Raises ValueError or pydantic.ValidationError with a readable message.
+    Raises :class:`~gateway.settings_sources.SettingsError` naming the flag, variable or
+    file key of a bad value and what it expects.
     """
-    file_values: dict[str, Any] = {}
-    if config_file is not None:
-        try:
-            file_values = tomllib.loads(config_file.read_text())
-        except OSError as exc:
-            raise ValueError(f"cannot read config file {config_file}: {exc.strerror}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"config file {config_file} is not valid TOML: {exc}") from exc
-        unknown = set(file_values) - set(Settings.model_fields)
-        if unknown:
-            raise ValueError(f"unknown key(s) in config file {config_file}: "
-                             f"{', '.join(sorted(unknown))}")
-    from_env = {name: os.environ[f"SQUALL_{name.upper()}"] for name in Settings.model_fields
-                if f"SQUALL_{name.upper()}" in os.environ}
-    explicit = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**{**file_values, **from_env, **explicit})
+    return read_settings(Settings, SECTIONS, config_file, flags)

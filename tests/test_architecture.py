@@ -19,7 +19,8 @@ PACKAGES = ("backends", "gateway", "loadtests")
 CORE = frozenset({
     "backends.base", "backends.blocking", "backends.checksums", "backends.conditions",
     "backends.errors", "backends.internal_keys", "backends.keys", "backends.numbers",
-    "backends.regions", "backends.streams", "backends.units", "backends.upload_checksums",
+    "backends.regions", "backends.streams", "backends.unit_types", "backends.units",
+    "backends.upload_checksums",
 })
 #: Client helpers: what a client needs of the gateway's own protocol (the cluster ring).
 CLIENT_HELPERS = frozenset({"gateway.auth.client", "gateway.cluster.client", "gateway.cluster.ring",

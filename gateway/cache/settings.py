@@ -9,11 +9,11 @@ Sizes and rates accept numbers or strings such as ``"1GiB"`` and ``"20MiB/s"``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from backends.units import parse_rate, parse_size
+from backends.unit_types import ByteSize, Rate
 
 
 class CacheVolumeSettings(BaseModel):
@@ -22,12 +22,7 @@ class CacheVolumeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: Path
-    capacity_bytes: int = Field(ge=0)
-
-    @field_validator("capacity_bytes", mode="before")
-    @classmethod
-    def _size(cls, value: Any) -> int:
-        return parse_size(value)
+    capacity_bytes: ByteSize = Field(ge=0)
 
 
 class CacheSettings(BaseModel):
@@ -92,23 +87,12 @@ class ElasticSettings(BaseModel):
     #: where the local provisioner creates its volume directories
     root: Path
     #: M of the first burst; later bursts are sized from experience
-    initial_size_bytes: int = Field(gt=0)
-    min_size_bytes: int = Field(default=1 << 20, gt=0)
-    max_size_bytes: int | None = Field(default=None, gt=0)
+    initial_size_bytes: ByteSize = Field(gt=0)
+    min_size_bytes: ByteSize = Field(default=1 << 20, gt=0)
+    max_size_bytes: ByteSize | None = Field(default=None, gt=0)
     #: volume sizes are rounded up to a multiple of this (cloud volumes come in GiB)
-    granularity_bytes: int = Field(default=1 << 20, gt=0)
+    granularity_bytes: ByteSize = Field(default=1 << 20, gt=0)
     #: B_c: the reserved bandwidth of a volume (writes are capped to it); None: uncapped
-    volume_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    volume_bandwidth_bytes_per_s: Rate | None = None
     #: after a failed attach, writes go to the backend for this long before a new try
     retry_s: float = Field(default=5.0, ge=0)
-
-    @field_validator("initial_size_bytes", "min_size_bytes", "max_size_bytes",
-                     "granularity_bytes", mode="before")
-    @classmethod
-    def _sizes(cls, value: Any) -> int | None:
-        return None if value is None else parse_size(value)
-
-    @field_validator("volume_bandwidth_bytes_per_s", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> float | None:
-        return None if value is None else parse_rate(value)

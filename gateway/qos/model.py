@@ -7,11 +7,9 @@ user's class ``user:NAME`` (a bucket name never holds a colon).
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict, Field
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from backends.units import parse_rate
+from backends.unit_types import Duration, Rate
 
 MAX_GEAR = 16  # 2^16 x G0: far above any device; bounds the doubling
 USER_PREFIX = "user:"
@@ -35,7 +33,7 @@ class QosClass(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     #: G0 bandwidth in bytes/s (the config file and CLI take "10MB/s", "64MiB/s" ...).
-    g0_bandwidth: float
+    g0_bandwidth: Rate
     #: G0 operations per second; None: operations are not limited.
     g0_iops: float | None = Field(default=None, gt=0)
     #: the highest gear n (0: a static cap at G0).
@@ -51,11 +49,6 @@ class QosClass(BaseModel):
     #: while use is below it, held up to this many seconds of G0, spent to burst up to
     #: the top gear's cap; billed at G0. None: G-states.
     credit_s: float | None = Field(default=None, gt=0, le=86400)
-
-    @field_validator("g0_bandwidth", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> float:
-        return parse_rate(value)
 
     @property
     def credit(self) -> bool:
@@ -78,14 +71,14 @@ class QosSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: seconds between two tuning decisions (seed: 1 s).
-    interval: float = Field(default=1.0, gt=0, le=60)
+    interval: Duration = Field(default=1.0, gt=0, le=60)
     #: seconds over which a class's arrival rate is averaged (a few intervals: a steady
     #: load of large objects reads its mean, not one or two objects per interval).
-    window: float = Field(default=3.0, gt=0, le=600)
+    window: Duration = Field(default=3.0, gt=0, le=600)
     #: longest wait of a request for its class's tokens; beyond: 503 SlowDown.
-    max_wait: float = Field(default=2.0, ge=0, le=60)
+    max_wait: Duration = Field(default=2.0, ge=0, le=60)
     #: token bucket depth in seconds of the cap (what passes as one burst).
-    burst: float = Field(default=0.1, gt=0, le=10)
+    burst: Duration = Field(default=0.1, gt=0, le=10)
     buckets: dict[str, QosClass] = Field(default_factory=dict)
     users: dict[str, QosClass] = Field(default_factory=dict)
 

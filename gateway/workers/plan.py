@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.units import parse_rate, parse_size
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.credentials import Credentials
 from gateway.settings import Settings
@@ -75,11 +74,11 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
         update["cache_volumes"] = [
             CacheVolumeSettings(path=v.path / tag, capacity_bytes=v.capacity_bytes // count)
             for v in settings.cache_volumes]
-    update["cache_size"] = str(parse_size(settings.cache_size) // count)
+    update["cache_size"] = settings.cache_size // count
     if settings.cache_max_size is not None:
-        update["cache_max_size"] = str(parse_size(settings.cache_max_size) // count)
+        update["cache_max_size"] = settings.cache_max_size // count
     if settings.backend_bandwidth is not None:
-        update["backend_bandwidth"] = repr(parse_rate(settings.backend_bandwidth) / count)
+        update["backend_bandwidth"] = settings.backend_bandwidth / count
     if settings.backend_iops is not None:
         update["backend_iops"] = settings.backend_iops / count
     return Settings(**{**settings.model_dump(), **update})

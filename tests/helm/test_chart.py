@@ -292,7 +292,7 @@ def test_rendered_config_files_are_valid_squall_settings(
         assert (settings.access_log, settings.flush_concurrency, settings.inactivity_delay,
                 settings.utilization_threshold, settings.backend_iops) == (
             False, 8, 15.5, 0.25, 500.0)
-        assert (settings.cache_size, settings.backend_bandwidth) == ("4GiB", "200MiB/s")
+        assert (settings.cache_size, settings.backend_bandwidth) == (4 * 2**30, 200 * 2**20)
         assert settings.cache_dir is None  # no separate cache volume: <data_dir>/cache
 
 

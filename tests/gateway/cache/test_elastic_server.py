@@ -110,7 +110,8 @@ def test_elastic_mode_needs_a_backend_bandwidth(tmp_path: Path) -> None:
             (["--cache-mode", "elastic"], "needs --backend-bandwidth"),
             (["--cache-mode", "elastic", "--backend-bandwidth", "1MB/s", "--cache-size", "0"],
              "needs --cache-size > 0"),
-            (["--cache-mode", "elastic", "--cache-volume-bandwidth", "fast"], "invalid rate"),
+            (["--cache-mode", "elastic", "--cache-volume-bandwidth", "fast"],
+             "--cache-volume-bandwidth: expected a rate such as 20MiB/s"),
             (["--cache-mode", "sometimes"], "invalid choice")):
         done = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--data-dir",
                                str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args],

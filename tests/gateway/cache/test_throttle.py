@@ -74,7 +74,7 @@ def test_throttle_settings_parse_rates() -> None:
                                                 "iops": "100"})
     assert settings.bandwidth_bytes_per_s == 20 * 1024 * 1024 and settings.iops == 100
     assert not ThrottleSettings().enabled
-    with pytest.raises(ValueError, match="invalid rate"):
+    with pytest.raises(ValueError, match="expected a rate such as 20MiB/s"):
         ThrottleSettings.model_validate({"bandwidth_bytes_per_s": "fast"})
     with pytest.raises(ValueError):
         ThrottleSettings(iops=-5)

@@ -59,7 +59,7 @@ def test_cache_settings(tmp_path: Path) -> None:
                 {"chunk_size": 10}, {"unknown": 1}):
         with pytest.raises(ValidationError):
             CacheSettings(**bad)
-    with pytest.raises(ValidationError, match="invalid size"):
+    with pytest.raises(ValidationError, match="expected a size such as 1GiB"):
         CacheVolumeSettings.model_validate({"path": tmp_path, "capacity_bytes": "lots"})
     with pytest.raises(ValidationError, match="distinct"):
         CacheSettings.model_validate({"volumes": [{"path": tmp_path, "capacity_bytes": 1},

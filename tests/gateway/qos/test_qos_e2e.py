@@ -170,7 +170,8 @@ def test_bad_inputs(gateway: SquallProcess) -> None:
     bad_rate = cli(gateway, "set", "configured", "--g0-bandwidth", "fast")
     assert bad_rate.returncode == 2
     assert bad_rate.stderr.startswith("squall qos: --g0-bandwidth:")
-    assert "invalid rate 'fast'" in bad_rate.stderr and len(bad_rate.stderr.splitlines()) == 1
+    assert "expected a rate such as 20MiB/s, 1.5GB/s or 100000, got 'fast'" in bad_rate.stderr
+    assert len(bad_rate.stderr.splitlines()) == 1
     bad_gear = cli(gateway, "set", "configured", "--g0-bandwidth", "1MB/s", "--max-gear", "99")
     assert bad_gear.returncode == 2 and "--max-gear:" in bad_gear.stderr
     response = signed(gateway, "PUT", "bucket=configured&g0_bandwidth=-5")

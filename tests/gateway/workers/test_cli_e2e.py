@@ -41,7 +41,8 @@ def test_bad_worker_counts(tmp_path: Path, value: str) -> None:
 def test_bad_worker_count_in_the_environment(tmp_path: Path) -> None:
     result = _serve(tmp_path, env={"SQUALL_WORKERS": "0"})
     assert result.returncode == 2
-    assert "invalid setting workers" in result.stderr
+    assert "SQUALL_WORKERS: must be a whole number of processes from 1 to 256, not '0'" \
+        in result.stderr
 
 
 def test_workers_with_peers_is_refused(tmp_path: Path) -> None:

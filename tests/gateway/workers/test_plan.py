@@ -8,7 +8,7 @@ import pytest
 
 from gateway.cache.index import Index
 from gateway.credentials import Credentials
-from gateway.settings import load_settings
+from gateway.settings import Settings, load_settings
 from gateway.workers import layout, plan
 from gateway.workers.front import merge_metrics
 from gateway.workers.links import Answer
@@ -24,12 +24,14 @@ def test_worker_settings_share_the_backend_and_split_the_budgets(tmp_path: Path)
     assert derived.data_dir == tmp_path / "worker-1"
     assert derived.backend == f"posix:{tmp_path / 'objects'}"
     assert derived.cache_dir == tmp_path / "fast" / "worker-1"
-    assert derived.cache_size == str(2**29)
-    assert float(derived.backend_bandwidth or 0) == 10 * 2**20
+    assert derived.cache_size == 2**29
+    assert derived.backend_bandwidth == 10 * 2**20
     assert derived.backend_iops == 50.0
     assert derived.peers == ["http://worker-0", "http://worker-1"]
     assert derived.node_id == 1
     assert (derived.access_key, derived.secret_key) == ("AK", "a-secret-key-of-24-chars")
+    # What the parent sends a worker (JSON) reads back as the same settings.
+    assert Settings(**derived.model_dump(mode="json")) == derived
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
