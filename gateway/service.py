@@ -306,9 +306,12 @@ class ObjectService:
 
     async def append_object(self, bucket: str, key: str, offset: int,
                             body: AsyncIterator[bytes], *, meta: ObjectMeta,
-                            if_match: str | None = None) -> ObjectInfo:
+                            if_match: str | None = None,
+                            reserved: Mapping[str, str] | None = None) -> ObjectInfo:
         """Write ``body`` at ``offset``, which must be the object's size (S3's
-        ``x-amz-write-offset-bytes``; 0 creates the object)."""
+        ``x-amz-write-offset-bytes``; 0 creates the object). ``reserved`` metadata
+        entries (the owner and ACL) are recorded when the append creates the object and
+        are not client metadata; an existing object keeps its own."""
         check_key(key)
         if not isinstance(self._backend, RangedWriteBackend):
             raise NotImplementedByBackend("Appends need a backend with ranged writes "
@@ -325,6 +328,8 @@ class ObjectService:
             raise InvalidRequestForObject("Cannot specify both a write offset value and "
                                           "user-defined object metadata for existing "
                                           "objects.")
+        if reserved and not exists:
+            meta = replace(meta, user={**meta.user, **reserved})
         async with self._guard.writing((bucket, key)):
             info = await self._backend.write_at(bucket, key, offset, body,
                                                 meta=None if exists else unstamped(meta),

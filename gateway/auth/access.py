@@ -11,14 +11,17 @@ are enabled.
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 
 from backends.errors import NoSuchKey, NoSuchVersion, StorageError
 from gateway.auth import bucket_access
 from gateway.auth.acl import ACL_METADATA, Acl, private
 from gateway.auth.actions import ACTIONS, Permission, Scope
-from gateway.auth.bucket_access import BucketAccess
+from gateway.auth.bucket_access import DOCUMENT, BucketAccess
+from gateway.auth.owners import ListingOwners
 from gateway.auth.policy import BucketPolicy, Decision, PolicyRequest, bucket_policy
 from gateway.bucket_config import BucketConfigs
 from gateway.s3api.errors import AccessDenied
@@ -35,6 +38,9 @@ class AccessControl:
     def __init__(self, service: ObjectService, users: UserDirectory) -> None:
         self._service = service
         self._users = users
+        # One lock per bucket whose access document is being changed (dropped when unused).
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = \
+            weakref.WeakValueDictionary()
 
     @property
     def configs(self) -> BucketConfigs:
@@ -55,6 +61,23 @@ class AccessControl:
     async def bucket(self, bucket: str) -> BucketAccess:
         """The bucket's owner, ACL and settings; NoSuchBucket if there is none."""
         return await bucket_access.load(self.configs, bucket, self.admin_id)
+
+    async def change_bucket(self, bucket: str,
+                            change: Callable[[BucketAccess], BucketAccess]) -> BucketAccess:
+        """Read the bucket's settings, apply ``change`` (which may refuse by raising) and
+        write the result, one change of a bucket at a time in this process."""
+        lock = self._locks.get(bucket)
+        if lock is None:
+            lock = self._locks[bucket] = asyncio.Lock()
+        async with lock:
+            changed = change(await self.bucket(bucket))
+            await self._service.put_bucket_config(bucket, DOCUMENT, changed.to_json())
+            return changed
+
+    async def listing_owners(self, bucket: str,
+                             settings: BucketAccess | None = None) -> ListingOwners:
+        """The owners of the objects one listing of ``bucket`` shows."""
+        return ListingOwners(settings or await self.bucket(bucket), self.name_of)
 
     async def object_acl(self, bucket: str, key: str, version_id: str | None,
                          settings: BucketAccess) -> Acl:

@@ -44,7 +44,12 @@ GRANT_HEADERS: Mapping[str, Permission] = {
     "x-amz-grant-full-control": Permission.FULL_CONTROL,
 }
 CANNED = ("private", "public-read", "public-read-write", "authenticated-read",
-          "bucket-owner-read", "bucket-owner-full-control", "log-delivery-write")
+          "aws-exec-read", "bucket-owner-read", "bucket-owner-full-control",
+          "log-delivery-write")
+#: S3's canned ACL that also grants READ to Amazon EC2 (to fetch AMI bundles): no such
+#: service reads through this gateway, so only the owner's grant is kept; it still counts
+#: as granting to someone beyond the bucket owner (refused where ACLs are disabled).
+EXEC_READ = "aws-exec-read"
 _CANONICAL_ID = re.compile(r"[0-9a-f]{64}")
 _GRANTEE = re.compile(r'\s*(id|uri|emailAddress)\s*=\s*(?:"([^"]*)"|([^,\s]*))\s*(?:,|$)',
                       re.IGNORECASE)
@@ -130,10 +135,17 @@ def canned(name: str, owner: str, bucket_owner: str) -> Acl:
             grants.append(Grant(bucket_owner, Permission.FULL_CONTROL))
     elif name == "log-delivery-write":
         grants += [Grant(LOG_DELIVERY, Permission.WRITE), Grant(LOG_DELIVERY, Permission.READ_ACP)]
-    elif name != "private":
+    elif name not in ("private", EXEC_READ):
         raise InvalidArgument(f"Argument x-amz-acl must be one of {', '.join(CANNED)}; "
                               f"not {name!r}.")
     return Acl(owner, tuple(grants))
+
+
+def grants_beyond(acl: Acl, headers: Mapping[str, str]) -> bool:
+    """Whether the ACL that ``headers`` (or a document) asked for gives anything to anyone
+    but its owner (``aws-exec-read`` does: EC2's READ)."""
+    return headers.get("x-amz-acl", "").strip() == EXEC_READ or \
+        any(g.grantee != acl.owner for g in acl.grants)
 
 
 def has_acl_headers(headers: Mapping[str, str]) -> bool:

@@ -13,9 +13,9 @@ from gateway.s3api.errors import MalformedXML
 from gateway.users import User
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
-# Listings show objects and uploads owned and initiated by the gateway (their owners are
-# kept for access control, docs/security.md, but not listed yet); ListBuckets names the
-# caller (:func:`owner`).
+# The gateway as owner, shown where no owner is known (an endpoint without users,
+# ListParts); listings name real owners (gateway/auth/owners.py), ListBuckets the caller
+# (:func:`owner`).
 OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
 
 

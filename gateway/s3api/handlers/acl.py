@@ -17,6 +17,7 @@ from gateway.auth.acl import (
     Acl,
     from_headers,
     from_xml,
+    grants_beyond,
     has_acl_headers,
     private,
     to_xml,
@@ -90,7 +91,7 @@ async def object_acl_changes(req: S3Request) -> dict[str, str | None]:
         if sent:
             acl = from_headers(req.headers, owner=settings.owner,
                                bucket_owner=settings.owner, known=access.known)
-            if acl is not None and not _owner_only(acl):
+            if acl is not None and grants_beyond(acl, req.headers):
                 raise AccessControlListNotSupported()
         return {ACL_METADATA: None}
     writer = _writer(req)
@@ -125,7 +126,7 @@ async def create_bucket_access(req: S3Request) -> None:
     settings = new_bucket(owner, ownership)
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=access.known)
     if acl is not None:
-        if not settings.acls_enabled and not _owner_only(acl):
+        if not settings.acls_enabled and grants_beyond(acl, req.headers):
             raise InvalidBucketAclWithObjectOwnership()
         settings = replace(settings, acl=acl)
     await req.service.put_bucket_config(req.bucket, DOCUMENT, settings.to_json())
@@ -139,7 +140,7 @@ def check_bucket_acl_headers(req: S3Request) -> None:
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=req.access.known)
     raw = req.headers.get(OWNERSHIP_HEADER, Ownership.BUCKET_OWNER_ENFORCED.value).strip()
     if acl is not None and raw == Ownership.BUCKET_OWNER_ENFORCED.value and \
-            not _owner_only(acl):
+            grants_beyond(acl, req.headers):
         raise InvalidBucketAclWithObjectOwnership()
 
 
@@ -166,13 +167,17 @@ async def get_bucket_acl(req: S3Request) -> Response:
 
 
 async def put_bucket_acl(req: S3Request) -> Response:
-    settings = await _settings(req)
-    acl = await _requested_acl(req, settings.owner, settings.owner)
-    if not settings.acls_enabled and not _owner_only(acl):
-        raise AccessControlListNotSupported()
-    _check_public(acl, settings)
-    await req.service.put_bucket_config(req.bucket, DOCUMENT,
-                                        replace(settings, acl=acl).to_json())
+    owner = (await _settings(req)).owner  # ACLs never change owners
+    acl = await _requested_acl(req, owner, owner)
+    only_owner = not grants_beyond(acl, req.headers)
+
+    def change(settings: BucketAccess) -> BucketAccess:
+        if not settings.acls_enabled and not only_owner:
+            raise AccessControlListNotSupported()
+        _check_public(acl, settings)
+        return replace(settings, acl=acl)
+
+    await _access(req).change_bucket(req.bucket, change)
     return empty_response(200)
 
 
@@ -201,7 +206,7 @@ async def put_object_acl(req: S3Request) -> Response:
     current = await _access(req).object_acl(req.bucket, req.key, version_id(req), settings)
     acl = await _requested_acl(req, current.owner, settings.owner)
     if not settings.acls_enabled:
-        if not _owner_only(acl):
+        if grants_beyond(acl, req.headers):
             raise AccessControlListNotSupported()
         return empty_response(200, _version_headers(req))
     _check_public(acl, settings)
@@ -223,7 +228,6 @@ async def get_bucket_ownership_controls(req: S3Request) -> Response:
 
 
 async def put_bucket_ownership_controls(req: S3Request) -> Response:
-    settings = await _settings(req)
     root = parse(await req.read_document(), "OwnershipControls")
     rules = root.findall("Rule")
     if len(rules) != 1:
@@ -233,17 +237,18 @@ async def put_bucket_ownership_controls(req: S3Request) -> Response:
     except ValueError:
         raise MalformedXML("ObjectOwnership must be BucketOwnerEnforced, "
                            "BucketOwnerPreferred or ObjectWriter.") from None
-    if ownership is Ownership.BUCKET_OWNER_ENFORCED and not _owner_only(settings.acl):
-        raise InvalidBucketAclWithObjectOwnership()
-    await req.service.put_bucket_config(req.bucket, DOCUMENT,
-                                        replace(settings, ownership=ownership).to_json())
+
+    def change(settings: BucketAccess) -> BucketAccess:
+        if ownership is Ownership.BUCKET_OWNER_ENFORCED and not _owner_only(settings.acl):
+            raise InvalidBucketAclWithObjectOwnership()
+        return replace(settings, ownership=ownership)
+
+    await _access(req).change_bucket(req.bucket, change)
     return empty_response(200)
 
 
 async def delete_bucket_ownership_controls(req: S3Request) -> Response:
-    settings = await _settings(req)
-    await req.service.put_bucket_config(req.bucket, DOCUMENT,
-                                        replace(settings, ownership=None).to_json())
+    await _access(req).change_bucket(req.bucket, lambda s: replace(s, ownership=None))
     return empty_response(204)
 
 
@@ -261,7 +266,6 @@ async def get_public_access_block(req: S3Request) -> Response:
 
 
 async def put_public_access_block(req: S3Request) -> Response:
-    settings = await _settings(req)
     root = parse(await req.read_document(), "PublicAccessBlockConfiguration")
     values = []
     for name in PublicAccessBlock.FIELDS:
@@ -270,15 +274,14 @@ async def put_public_access_block(req: S3Request) -> Response:
             raise MalformedXML(f"{name} must be true or false.")
         values.append(raw == "true")
     block = PublicAccessBlock(*values)
-    await req.service.put_bucket_config(
-        req.bucket, DOCUMENT, replace(settings, public_access_block=block).to_json())
+    await _access(req).change_bucket(req.bucket,
+                                     lambda s: replace(s, public_access_block=block))
     return empty_response(200)
 
 
 async def delete_public_access_block(req: S3Request) -> Response:
-    settings = await _settings(req)
-    await req.service.put_bucket_config(
-        req.bucket, DOCUMENT, replace(settings, public_access_block=None).to_json())
+    await _access(req).change_bucket(req.bucket,
+                                     lambda s: replace(s, public_access_block=None))
     return empty_response(204)
 
 

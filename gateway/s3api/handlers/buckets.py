@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 from starlette.responses import Response
 
+from backends.base import ObjectMeta
 from backends.errors import BucketAlreadyOwnedByYou
 from gateway.auth.access import request_origin
+from gateway.auth.owners import ListingOwners
 from gateway.listing import ListPage
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
@@ -127,18 +129,33 @@ async def put_bucket_versioning(req: S3Request) -> Response:
     return empty_response(200)
 
 
-def _version_entries(page: VersionPage, enc: Callable[[str], str]) -> str:
+async def _owners(req: S3Request) -> ListingOwners | None:
+    """The owners of the listed objects (None without access control: the gateway's)."""
+    if req.access is None:
+        return None
+    return await req.access.listing_owners(req.bucket, req.bucket_access)
+
+
+def _owner(owners: ListingOwners | None, meta: ObjectMeta, element: str = "Owner") -> str:
+    if owners is None:
+        return INITIATOR if element == "Initiator" else OWNER
+    return owners.owner(meta.user, element)
+
+
+def _version_entries(page: VersionPage, enc: Callable[[str], str],
+                     owners: ListingOwners | None) -> str:
     out = []
     for entry in page.entries:
         o = entry.info
         common = (f"{el('Key', enc(o.key))}{el('VersionId', o.version_id or 'null')}"
                   f"{el('IsLatest', str(entry.is_latest).lower())}"
                   f"{el('LastModified', iso8601(o.last_modified))}")
+        owner = _owner(owners, o.meta)
         if entry.delete_marker:
-            out.append(f"<DeleteMarker>{common}{OWNER}</DeleteMarker>")
+            out.append(f"<DeleteMarker>{common}{owner}</DeleteMarker>")
         else:
             out.append(f"<Version>{common}{el('ETag', chr(34) + o.etag + chr(34))}"
-                       f"{el('Size', o.size)}<StorageClass>STANDARD</StorageClass>{OWNER}"
+                       f"{el('Size', o.size)}<StorageClass>STANDARD</StorageClass>{owner}"
                        "</Version>")
     return "".join(out)
 
@@ -164,17 +181,18 @@ async def list_object_versions(req: S3Request) -> Response:
              el("MaxKeys", max_keys), opt("Delimiter", enc(delimiter) if delimiter else None),
              el("IsTruncated", str(page.is_truncated).lower()),
              opt("EncodingType", req.query.get("encoding-type")),
-             _version_entries(page, enc),
+             _version_entries(page, enc, await _owners(req)),
              "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"
                      for p in page.common_prefixes)]
     return xml_response("ListVersionsResult", parts)
 
 
-def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool) -> str:
-    owner = OWNER if fetch_owner else ""
+def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool,
+              owners: ListingOwners | None) -> str:
     return "".join(
         f"<Contents>{el('Key', enc(o.key))}{el('LastModified', iso8601(o.last_modified))}"
-        f"{el('ETag', chr(34) + o.etag + chr(34))}{el('Size', o.size)}{owner}"
+        f"{el('ETag', chr(34) + o.etag + chr(34))}{el('Size', o.size)}"
+        f"{_owner(owners, o.meta) if fetch_owner else ''}"
         f"<StorageClass>STANDARD</StorageClass></Contents>" for o in page.objects)
 
 
@@ -197,7 +215,7 @@ async def list_objects(req: S3Request) -> Response:
              el("IsTruncated", str(page.is_truncated).lower()),
              opt("NextMarker", enc(next_marker) if next_marker else None),
              opt("EncodingType", req.query.get("encoding-type")),
-             _contents(page, enc, True), _prefixes(page, enc)]
+             _contents(page, enc, True, await _owners(req)), _prefixes(page, enc)]
     return xml_response("ListBucketResult", parts)
 
 
@@ -224,6 +242,7 @@ async def list_objects_v2(req: S3Request) -> Response:
     if token is not None and not token:
         raise InvalidArgument("The continuation token provided is incorrect")
     after = max(after, start_after)
+    fetch_owner = req.query.get("fetch-owner") == "true"
     page = await req.service.list_objects(req.bucket, prefix=prefix, delimiter=delimiter,
                                           max_keys=max_keys, after=after)
     next_token = (_encode_token(page.next_marker)
@@ -236,7 +255,7 @@ async def list_objects_v2(req: S3Request) -> Response:
              opt("ContinuationToken", token), opt("NextContinuationToken", next_token),
              opt("StartAfter", enc(start_after) if start_after else None),
              opt("EncodingType", req.query.get("encoding-type")),
-             _contents(page, enc, req.query.get("fetch-owner") == "true"),
+             _contents(page, enc, fetch_owner, await _owners(req) if fetch_owner else None),
              _prefixes(page, enc)]
     return xml_response("ListBucketResult", parts)
 
@@ -251,9 +270,10 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     page = await req.service.list_multipart_uploads(
         req.bucket, prefix=prefix, delimiter=delimiter, max_uploads=max_uploads,
         key_marker=key_marker, upload_id_marker=id_marker)
+    owners = await _owners(req)
     uploads = "".join(
         f"<Upload>{el('Key', enc(u.key))}{el('UploadId', u.upload_id)}"
-        f"{INITIATOR}{OWNER}"
+        f"{_owner(owners, u.meta, 'Initiator')}{_owner(owners, u.meta)}"
         f"<StorageClass>STANDARD</StorageClass>{el('Initiated', iso8601(u.initiated))}"
         "</Upload>" for u in page.uploads)
     prefixes = "".join(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>"

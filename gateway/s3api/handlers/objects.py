@@ -76,9 +76,11 @@ async def put_object(req: S3Request) -> Response:
         if length == "0":
             raise InvalidRequest("Request body cannot be empty when 'write offset' is "
                                  "specified.")
+        reserved = {k: v for k, v in (await acl.object_acl_changes(req)).items()
+                    if v is not None}
         info = await req.service.append_object(
             req.bucket, req.key, offset, req.body(), meta=h.object_meta(req.headers),
-            if_match=if_match.strip('"') if if_match else None)
+            if_match=if_match.strip('"') if if_match else None, reserved=reserved)
         return empty_response(200, write_headers(info))
     info = await req.service.put_object(
         req.bucket, req.key, req.body(),
