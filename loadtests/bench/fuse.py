@@ -314,6 +314,16 @@ def s3fs_argv(endpoint: str, bucket: str, mountpoint: Path, passwd: Path) -> lis
     return argv
 
 
+def gateway_server(workdir: Path) -> ServerProcess:
+    """``squall serve`` on a free loopback port with its data in ``workdir/data`` (not started:
+    use it as a context manager, which stops it by its PID)."""
+    port = free_port()
+    return ServerProcess(
+        [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(workdir / "data"), "--log-level", "warning", "--public-status"],
+        endpoint=f"http://127.0.0.1:{port}", log_path=workdir / "gateway.log", env=child_env())
+
+
 # ---------------------------------------------------------------------------------------
 # The run
 
@@ -343,12 +353,8 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
     source = workdir / "source.bin"
     with open(source, "wb") as f:
         f.writelines(os.urandom(MiB) for _ in range(sizes.size // MiB))
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    server = ServerProcess(
-        [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
-         "--data-dir", str(workdir / "data"), "--log-level", "warning", "--public-status"],
-        endpoint=endpoint, log_path=workdir / "gateway.log", env=child_env())
+    server = gateway_server(workdir)
+    endpoint = server.endpoint
     cold_reads = drop_page_cache and drop_caches()
     extra: list[str] = [] if cold_reads else [
         "page cache not dropped: the mounts read files uploaded with boto3 beforehand"]
