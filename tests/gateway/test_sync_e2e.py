@@ -35,12 +35,13 @@ def test_sync_reports_a_quarantined_flush_and_exits_non_zero(tmp_path: Path) -> 
         assert result.returncode == 1, result
         assert "Quarantined" in result.stderr and "lab/run-1/state.h5" in result.stderr
         assert "NoSuchBucket" in result.stderr
+        # The object and the bucket's access settings (a document of its own) are held.
         status = httpx.get(f"{server.endpoint}/_squall/status").json()
-        assert status["quarantined_objects"] == 1
+        assert status["quarantined_objects"] == 2
         metrics = httpx.get(f"{server.endpoint}/_squall/metrics").text
         held = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                 if line.startswith("squall_cache_quarantined_objects")]  # per worker, if any
-        assert sum(held) == 1.0
+        assert sum(held) == 2.0
     finally:
         server.stop()
     bucket_dir.unlink()
