@@ -10,17 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
-from botocore import UNSIGNED
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from tests.gateway.auth.test_users_e2e import add_user, client
+from tests.gateway.auth.test_users_e2e import client
 from tests.gateway.s3api.clients.helpers import make_aws
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
@@ -32,39 +29,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]
     server = SquallProcess(tmp_path_factory.mktemp("acl") / "data").start()
     yield server
     assert server.stop() == 0, server.log()
-
-
-@pytest.fixture(scope="module")
-def alice(gateway: SquallProcess) -> dict[str, Any]:
-    return add_user(gateway, "alice")
-
-
-@pytest.fixture(scope="module")
-def bob(gateway: SquallProcess) -> dict[str, Any]:
-    return add_user(gateway, "bob")
-
-
-@pytest.fixture(scope="module")
-def s3_alice(gateway: SquallProcess, alice: dict[str, Any]) -> Any:
-    return client(gateway.endpoint, alice["access_key"], alice["secret_key"])
-
-
-@pytest.fixture(scope="module")
-def s3_bob(gateway: SquallProcess, bob: dict[str, Any]) -> Any:
-    return client(gateway.endpoint, bob["access_key"], bob["secret_key"])
-
-
-@pytest.fixture(scope="module")
-def s3_admin(gateway: SquallProcess) -> Any:
-    return client(gateway.endpoint, ACCESS_KEY, SECRET_KEY)
-
-
-@pytest.fixture(scope="module")
-def anonymous(gateway: SquallProcess) -> Any:
-    return boto3.client("s3", endpoint_url=gateway.endpoint, region_name="us-east-1",
-                        config=Config(signature_version=UNSIGNED,
-                                      retries={"max_attempts": 1},
-                                      s3={"addressing_style": "path"}))
 
 
 def name() -> str:

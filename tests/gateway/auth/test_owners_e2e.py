@@ -11,15 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore import UNSIGNED
-from botocore.config import Config
 
+from tests.gateway.auth.conftest import anonymous_client
 from tests.gateway.auth.test_acl_e2e import error, open_bucket
 from tests.gateway.auth.test_users_e2e import add_user, client
 from tests.gateway.s3api.clients.helpers import make_aws
-from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
+from tests.support.server import SquallProcess
 
 
 @pytest.fixture(scope="module")
@@ -29,38 +27,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]
                            ["--workers", "1"]).start()
     yield server
     assert server.stop() == 0, server.log()
-
-
-@pytest.fixture(scope="module")
-def alice(gateway: SquallProcess) -> dict[str, Any]:
-    return add_user(gateway, "alice")
-
-
-@pytest.fixture(scope="module")
-def bob(gateway: SquallProcess) -> dict[str, Any]:
-    return add_user(gateway, "bob")
-
-
-@pytest.fixture(scope="module")
-def s3_alice(gateway: SquallProcess, alice: dict[str, Any]) -> Any:
-    return client(gateway.endpoint, alice["access_key"], alice["secret_key"])
-
-
-@pytest.fixture(scope="module")
-def s3_bob(gateway: SquallProcess, bob: dict[str, Any]) -> Any:
-    return client(gateway.endpoint, bob["access_key"], bob["secret_key"])
-
-
-@pytest.fixture(scope="module")
-def s3_admin(gateway: SquallProcess) -> Any:
-    return client(gateway.endpoint, ACCESS_KEY, SECRET_KEY)
-
-
-def anonymous_client(endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        config=Config(signature_version=UNSIGNED,
-                                      retries={"max_attempts": 1},
-                                      s3={"addressing_style": "path"}))
 
 
 def who(user: dict[str, Any], name: str) -> dict[str, str]:
