@@ -21,6 +21,7 @@ from gateway.auth import admin
 from gateway.auth.status import StatusGate, StatusGuard
 from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
+from gateway.cluster.errors import RingMismatch
 from gateway.cluster.node import describe_single
 from gateway.cluster.peerauth import HEADER_BYTES as PEER_HEADER
 from gateway.components import Components
@@ -130,6 +131,23 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     register_user_routes(app, users, access_key)  # /_squall/users
     register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
+    @app.post("/_squall/cluster/members")
+    async def cluster_members(request: Request, action: str, url: str) -> JSONResponse:
+        """Add or remove a cluster member live (signed by the admin; docs/cluster.md)."""
+        if (error := admin.refusal(request, access_key, admin_key=users.admin.access_key,
+                                   what="change the cluster's members")) is not None:
+            return error
+        if components.cluster is None:
+            return JSONResponse({"error": "InvalidRequest", "message": "this gateway was "
+                                 "started without --peers (no cluster)"}, status_code=400)
+        try:
+            view = await components.cluster.membership.change(action, url)
+        except StorageError as exc:
+            spec, message = s3_error_for(exc)
+            return JSONResponse({"error": spec.code, "message": message},
+                                status_code=spec.status)
+        return JSONResponse(view)
+
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:
         """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
@@ -202,6 +220,8 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         try:
             auth.verify(scope["method"], scope.get("raw_path") or b"", scope["query_string"],
                         marker.decode("latin-1"), once=False)
+        except RingMismatch:
+            return True  # signed by a member with another list (a membership change)
         except StorageError:
             return False
         return True

@@ -23,6 +23,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "gateway.qos.cli": ("qos",),
     "gateway.dashboard.top": ("top",),
     "gateway.users_cli": ("user",),
+    "gateway.cluster.cli": ("cluster",),
 }
 
 

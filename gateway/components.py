@@ -202,15 +202,17 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
     clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
                                   peer_ca=settings.peer_ca,
                                   dirty_replicas=settings.dirty_replicas,
-                                  mirror_dir=settings.data_dir / "mirror")
+                                  mirror_dir=settings.data_dir / "mirror",
+                                  membership_file=settings.data_dir / "cluster-members.json",
+                                  join=settings.join)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend
     service = ObjectService(backend)
-    ring = cluster.ring if cluster is not None else None
     lifecycle = LifecycleScanner(service, interval=settings.lifecycle_interval,
                                  day_seconds=settings.lifecycle_day_seconds,
-                                 owns=ring.owns if ring is not None else lambda b, k: True,
+                                 owns=cluster.owns if cluster is not None
+                                 else lambda b, k: True,
                                  registry=metrics.registry)
     components = Components(settings=settings, credentials=credentials, backend=backend,
                             service=service, metrics=metrics, cache=cache,

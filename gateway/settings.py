@@ -201,6 +201,10 @@ class ClusterSection(Section):
         None, ge=1, description="members keeping each unflushed write: the key's owner and "
                                 "the next R-1 on its ring (default 2 with two members or "
                                 "more; 1 turns mirroring off)")
+    join: bool = Field(
+        False, description="this member joins a running cluster: it serves nothing until "
+                           "a member adds it (squall cluster add URL); --peers lists the "
+                           "current members, then this one")
 
     @field_validator("peers", mode="before")
     @classmethod

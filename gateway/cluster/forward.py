@@ -24,8 +24,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backends.errors import StorageError
 from gateway.cluster.bodyseal import unseal
+from gateway.cluster.membership import Membership
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
-from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
+from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth, marker_ring
 from gateway.cluster.placement import Placement
 from gateway.cluster.transport import PeerTransport
 from gateway.s3api.endpoint import parse_target
@@ -50,8 +51,10 @@ class ClusterGateway:
     def __init__(self, inner: ASGIApp, *, ring: Placement, auth: PeerAuth,
                  transport: PeerTransport, peer_api: PeerAPI,
                  describe: Callable[[], dict[str, Any]], domain: str | None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 membership: Membership | None = None) -> None:
         self._inner = inner
+        self._membership = membership
         self._ring = ring
         self._auth = auth
         self._transport = transport
@@ -69,6 +72,9 @@ class ClusterGateway:
             await self._inner(scope, receive, send)
             return
         path: str = scope["path"]
+        membership = self._membership
+        if membership is not None and membership.pending_id is not None:
+            await self._hold_new_list(scope, membership)
         if path.startswith(ADMIN_PREFIX):
             if path.startswith(PATH_PREFIX):
                 await self._peer_api(scope, receive, send)
@@ -81,11 +87,37 @@ class ClusterGateway:
         if marker is not None:
             await self._serve_forwarded(scope, receive, send, marker)
             return
+        if membership is None:
+            await self._serve(scope, receive, send)
+            return
+        if not membership.gate.is_set():  # the member list is changing
+            try:
+                await membership.wait_open()
+            except StorageError as exc:
+                await self._error(scope, receive, send, exc)
+                return
+        membership.serving += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            membership.serving -= 1
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         owner = self._owner(scope)
         if owner is None:
             await self._inner(scope, receive, send)
         else:
             await self._forward(scope, receive, send, owner)
+
+    @staticmethod
+    async def _hold_new_list(scope: Scope, membership: Membership) -> None:
+        """A peer request signed for the member list being committed waits until this
+        member has committed it too (instead of a ring mismatch)."""
+        marker = next((v for n, v in scope["headers"] if n == HEADER_BYTES), None)
+        pending = membership.pending_id
+        if marker is not None and pending is not None and not scope["path"].endswith(
+                "/membership") and marker_ring(marker.decode("latin-1")) == pending:
+            await membership.wait_committed(pending)
 
     def _owner(self, scope: Scope) -> int | None:
         """The member owning the request's key, None for this node or no key."""

@@ -13,6 +13,7 @@ import enum
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,8 @@ class HealthMonitor:
         self.states = {i: MemberState(since=now) for i in range(len(ring.members))
                        if i != ring.self_index}
         self._background = BackgroundLoop(self._loop, "cluster-health")
+        #: told of the membership version and members each member reports
+        self.heard: Callable[[int, tuple[str, ...], object], None] | None = None
         self._gauge: Gauge | None = None
         if registry is not None:
             self._gauge = Gauge("squall_cluster_member_up",
@@ -64,12 +67,26 @@ class HealthMonitor:
         if self.states:
             self._background.start()
 
+    def rebind(self, ring: Ring) -> None:
+        """The member list changed (live membership): check these members from now on."""
+        now = time.time()
+        old = {self._ring.members[i]: state for i, state in self.states.items()}
+        self._ring = ring
+        self.states = {i: old.get(url) or MemberState(since=now)
+                       for i, url in enumerate(ring.members) if i != ring.self_index}
+        if self._gauge is not None:
+            self._gauge.clear()
+        if self.states and self._background.running:
+            return
+        if self.states:
+            self._background.start()
+
     async def stop(self) -> None:
         await self._background.stop()
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.gather(*(self.probe(i) for i in self.states))
+            await asyncio.gather(*(self.probe(i) for i in list(self.states)))
             await asyncio.sleep(self._interval)
 
     async def probe(self, node: int) -> Health:
@@ -96,6 +113,11 @@ class HealthMonitor:
             view = None
         if not isinstance(view, dict):
             return Health.STARTING, f"ring view answered HTTP {status}"
+        version = view.get("membership_version")
+        if self.heard is not None and isinstance(version, int) \
+                and view.get("membership") in ("stable", "changing"):
+            self.heard(version, tuple(str(m.get("url")) for m in view.get("members", [])),
+                       view.get("membership_base"))
         if view.get("ring_id") != self._ring.id:
             return Health.MISMATCH, (f"it was started with another member list (ring "
                                      f"{view.get('ring_id')}, here {self._ring.id})")
@@ -105,7 +127,9 @@ class HealthMonitor:
         return Health.STARTING, "not ready yet"
 
     def _record(self, node: int, health: Health, error: str | None, latency_ms: float) -> None:
-        state = self.states[node]
+        state = self.states.get(node)
+        if state is None:  # the member list changed during the check
+            return
         now = time.time()
         if state.health is not health:
             quiet = health is Health.UP or state.health is Health.UNKNOWN  # e.g. at start

@@ -3,6 +3,7 @@ ASGI layer, built from ClusterSettings by the composition root."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from gateway.cache.tier import CacheTier
 from gateway.cluster.backend import ClusterBackend
 from gateway.cluster.forward import ClusterGateway
 from gateway.cluster.health import HealthMonitor
+from gateway.cluster.membership import Membership, load
 from gateway.cluster.mirror_store import MirrorStore
 from gateway.cluster.peer_api import PeerAPI
 from gateway.cluster.peerauth import PeerAuth
@@ -37,15 +39,27 @@ class ClusterNode:
 
     def __init__(self, settings: ClusterSettings, local: Backend, cache: CacheTier | None,
                  *, registry: CollectorRegistry | None = None) -> None:
+        base = settings.ring.members
+        saved = load(settings.membership_file, base)
+        version, left = 0, False
+        if saved is not None:  # a live change committed since the start with --peers
+            version, members = saved
+            me = settings.ring.self_url
+            left = me not in members
+            if not left:
+                settings = dataclasses.replace(settings,
+                                               ring=Ring(members, members.index(me)))
         ring = settings.ring
         self.ring = ring
+        self.local = local
         self._cache = ClusterView(cache) if cache is not None else None
         self._registry = registry
         self.auth = PeerAuth(settings.secret, ring_id=ring.id, self_index=ring.self_index,
                              max_skew_s=settings.max_skew_s)
         self.transport = PeerTransport(settings, self.auth)
-        peers = {i: PeerClient(self.transport, i) for i in range(len(ring.members))
-                 if i != ring.self_index}
+        # node id -> client; changed in place by apply() (ClusterBackend holds this dict)
+        self._peers = peers = {i: PeerClient(self.transport, i)
+                               for i in range(len(ring.members)) if i != ring.self_index}
         self.health = HealthMonitor(ring, self.transport, interval_s=settings.health_interval_s,
                                     registry=registry)
         self.placement = Placement(ring, self.health, settings.dirty_replicas)
@@ -62,11 +76,46 @@ class ClusterNode:
                                 lambda: self.backend.key_operations,
                                 replication=self.replication,
                                 objects=self.backend if self.replication else None)
+        self.membership = Membership(self, version=version, path=settings.membership_file,
+                                     joining=settings.join and saved is None, base=base)
+        if left:
+            self.membership.left = True
+            self.membership.gate.clear()
+        self.peer_api.add_route("POST", "membership", self.membership.handle)
+        self.health.heard = self.membership.heard
         self.ready: Callable[[], bool] = lambda: True
+
+    @property
+    def cache(self) -> ClusterView | None:
+        return self._cache
+
+    @property
+    def replicated(self) -> bool:
+        """Whether mirrored write-back runs here."""
+        return self.replication is not None
+
+    def owns(self, bucket: str, key: str) -> bool:
+        """Whether this member owns the key under the current member list."""
+        return self.ring.owns(bucket, key)
+
+    def apply(self, members: tuple[str, ...], self_index: int) -> None:
+        """Switch to a new member list (a committed live membership change): ring, peer
+        ids, authentication, health. Callers have stopped key traffic (membership.py)."""
+        ring = Ring(members, self_index)
+        self.ring = ring
+        self.auth.rebind(ring.id, self_index)
+        self.transport.set_members(members, self_index)
+        self._peers.clear()
+        self._peers.update({i: PeerClient(self.transport, i) for i in range(len(members))
+                            if i != self_index})
+        self.placement.rebind(ring)
+        self.health.rebind(ring)
 
     async def start(self) -> None:
         if self._cache is not None:
-            await hand_off(self._cache, self.ring)
+            # A joining member owns nothing yet: what it holds from an earlier life may be
+            # stale once it owns keys again.
+            await hand_off(self._cache, self.ring, keep=not self.membership.joining)
         if self.replication is not None:
             await self.replication.start()
         self.health.start()
@@ -79,6 +128,7 @@ class ClusterNode:
 
     def asgi(self, inner: ASGIApp, *, domain: str | None) -> ClusterGateway:
         return ClusterGateway(inner, ring=self.placement, auth=self.auth, transport=self.transport,
+                              membership=self.membership,
                               peer_api=self.peer_api, describe=self.describe, domain=domain,
                               registry=self._registry)
 
@@ -95,7 +145,12 @@ class ClusterNode:
                 member.update(self.health.describe(index))
             members.append(member)
         return {"format": RING_FORMAT, "hash": HASH_NAME, "ring_id": self.ring.id,
-                "node_id": self.ring.self_index, "members": members}
+                "node_id": self.ring.self_index, "members": members,
+                "membership_version": self.membership.version,
+                "membership_base": self.membership.base_id,
+                "membership": "left" if self.membership.left else
+                "joining" if self.membership.joining else
+                "changing" if self.membership.pending else "stable"}
 
 
 def describe_single() -> dict[str, Any]:
@@ -104,11 +159,11 @@ def describe_single() -> dict[str, Any]:
             "members": []}
 
 
-async def hand_off(cache: ClusterView, ring: Ring) -> None:
+async def hand_off(cache: ClusterView, ring: Ring, *, keep: bool = True) -> None:
     """Before serving: records of keys this node no longer owns (the member list
     changed) are dropped when clean (the owner may change the key) and flushed at once
-    when dirty. See docs/cluster.md, "Changing the member list"."""
-    dropped, urgent = await cache.hand_off(ring.owns)
+    when dirty. See docs/cluster.md, "The static way"."""
+    dropped, urgent = await cache.hand_off(ring.owns if keep else lambda b, k: False)
     if dropped or urgent:
         log.warning("cluster: %d cached records of keys other members own were dropped, "
                     "%d unflushed ones are being flushed now", dropped, urgent)

@@ -135,6 +135,15 @@ class PeerAPI:
             ("POST", "release"): self.release,
         }
 
+    def add_route(self, method: str, operation: str,
+                  handler: Callable[[Request], Awaitable[Response]]) -> None:
+        """Serve ``/_squall/peer/<operation>`` with ``handler`` (signed like the others)."""
+        self._routes[(method, operation)] = handler
+
+    def sender(self, request: Request) -> int:
+        """The node id of the member that sent ``request``."""
+        return int(request.scope[_SENDER])
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:

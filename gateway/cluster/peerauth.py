@@ -48,10 +48,12 @@ class PeerAuth:
         message = b"\n".join((VERSION.encode(), method.encode(), path, query, fields.encode()))
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
 
-    def sign(self, method: str, path: bytes, query: bytes, target: int) -> str:
-        """The header value for a request from this node to member ``target``."""
+    def sign(self, method: str, path: bytes, query: bytes, target: int,
+             ring_id: str | None = None) -> str:
+        """The header value for a request from this node to member ``target`` (``ring_id``:
+        the member list the target has, when it differs from ours: a joining member)."""
         fields = f"{self._self}:{target}:{int(self._clock())}:{secrets.token_hex(8)}:" \
-                 f"{self._ring_id}"
+                 f"{ring_id or self._ring_id}"
         return f"{VERSION}:{fields}:{self._mac(method, path, query, fields)}"
 
     def verify(self, method: str, path: bytes, query: bytes, value: str, *,
@@ -90,6 +92,10 @@ class PeerAuth:
         self._expiry.append((now + 2 * self._skew, seen))
         return member
 
+    def rebind(self, ring_id: str, self_index: int) -> None:
+        """The member list changed (live membership): sign and verify with the new one."""
+        self._ring_id, self._self = ring_id, self_index
+
     def body_key(self, marker: str) -> bytes:
         """The key of the body tag of the request carrying ``marker`` (bodyseal)."""
         return body_key(self._secret, marker)
@@ -98,3 +104,9 @@ class PeerAuth:
         while self._expiry and self._expiry[0][0] < now:
             _, seen = self._expiry.popleft()
             self._seen.pop(seen, None)
+
+
+def marker_ring(value: str) -> str | None:
+    """The ring id a peer marker names (not verified), None when it is malformed."""
+    parts = value.split(":")
+    return parts[5] if len(parts) == 7 else None

@@ -34,6 +34,13 @@ class Placement:
         # check, older than that, found it down)
         self._returned: dict[int, float] = {}
 
+    def rebind(self, ring: Ring) -> None:
+        """The member list changed (live membership, only with ``replicas == 1``)."""
+        self.ring, self.members = ring, ring.members
+        self.self_index, self.id = ring.self_index, ring.id
+        self.replicas = 1
+        self._returned.clear()
+
     @property
     def mirrored(self) -> bool:
         return self.replicas > 1

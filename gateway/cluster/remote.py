@@ -70,9 +70,11 @@ class ClaimAnswer:
 class PeerClient:
     """Storage operations on member ``node``; its typed errors are raised here again."""
 
-    def __init__(self, transport: PeerTransport, node: int) -> None:
+    def __init__(self, transport: PeerTransport, node: int, *,
+                 ring_id: str | None = None) -> None:
         self._transport = transport
         self.node = node
+        self._ring_id = ring_id  # the member list the member has, if not ours (joining)
 
     async def _call(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
@@ -81,7 +83,8 @@ class PeerClient:
         query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
         response = await self._transport.open(self.node, method, PREFIX + operation.encode(),
                                               query, headers=headers, content=content,
-                                              wait_continue=wait_continue)
+                                              wait_continue=wait_continue,
+                                              ring_id=self._ring_id)
         if response.status < 300:
             return response
         await response.aclose()
@@ -209,6 +212,13 @@ class PeerClient:
             await response.aclose()
         return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
                                               close), None)
+
+    async def membership(self, phase: str, change: dict[str, object]) -> object:
+        """One phase of a live membership change (gateway/cluster/membership.py)."""
+        body = wire.dumps(change).encode()
+        return await self._json("POST", "membership", {"phase": phase},
+                                headers=[(b"content-length", str(len(body)).encode())],
+                                content=_once(body))
 
     async def release(self, keys: Sequence[tuple[str, str]]) -> None:
         """This member took these keys back: the member forgets its records of them."""

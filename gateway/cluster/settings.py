@@ -45,6 +45,10 @@ class ClusterSettings:
     dirty_replicas: int = 1
     #: where this member keeps its mirror copies (``<data dir>/mirror``)
     mirror_dir: Path | None = None
+    #: where the member list of the last live change is kept (``<data dir>``)
+    membership_file: Path | None = None
+    #: started to join a running cluster: serves nothing until added (``squall cluster add``)
+    join: bool = False
 
 
 def find_self(members: Sequence[str], names: Sequence[str]) -> int:
@@ -71,7 +75,8 @@ def _is_ip(host: str) -> bool:
 
 def cluster_settings(peers: Sequence[str], node_id: int | None,
                      secret: str | None, *, peer_ca: Path | None = None,
-                     dirty_replicas: int | None = None, mirror_dir: Path | None = None
+                     dirty_replicas: int | None = None, mirror_dir: Path | None = None,
+                     membership_file: Path | None = None, join: bool = False
                      ) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
     a user can act on for an inconsistent combination."""
@@ -100,4 +105,5 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
                          "characters long")
     return ClusterSettings(ring=Ring(tuple(members), node_id),
                            secret=(secret or "").encode(), peer_ca=peer_ca,
-                           dirty_replicas=replicas, mirror_dir=mirror_dir)
+                           dirty_replicas=replicas, mirror_dir=mirror_dir,
+                           membership_file=membership_file, join=join)

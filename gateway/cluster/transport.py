@@ -96,6 +96,11 @@ class PeerTransport:
             raise RuntimeError("use_unix_sockets() after the first request")
         self._unix = {node: path for node, path in paths.items() if node in self._bases}
 
+    @property
+    def local_workers(self) -> bool:
+        """Whether the members are the workers of one host (Unix sockets)."""
+        return bool(self._unix)
+
     def _client(self, node: int) -> aiohttp.ClientSession:
         path = self._unix.get(node)
         slot = node if path is not None else None
@@ -119,13 +124,19 @@ class PeerTransport:
         return session
 
     def unavailable(self, node: int, exc: BaseException) -> MemberUnavailable:
-        return MemberUnavailable(node, self._settings.ring.members[node], _describe(exc))
+        return MemberUnavailable(node, self._bases.get(node, "?"), _describe(exc))
+
+    def set_members(self, members: Sequence[str], self_index: int) -> None:
+        """The member list changed (live membership): node ids name these URLs now.
+        Pooled connections are kept (they are per host, not per node id)."""
+        self._bases = {i: url for i, url in enumerate(members) if i != self_index}
+        self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
 
     async def open(self, node: int, method: str, path: bytes, query: bytes = b"", *,
                    headers: Sequence[tuple[bytes, bytes]] = (),
                    content: AsyncIterable[bytes] | None = None,
                    timeout: float | None = None,  # noqa: ASYNC109  aiohttp socket timeouts
-                   wait_continue: bool = True) -> PeerResponse:
+                   wait_continue: bool = True, ring_id: str | None = None) -> PeerResponse:
         """Send a request signed for ``node`` (a body without a content-length goes
         chunked); the caller closes the streamed response.
 
@@ -139,7 +150,7 @@ class PeerTransport:
         if query:
             target += "?" + query.decode("latin-1")
         url = URL(self._bases[node] + target, encoded=True)
-        marker = self._auth.sign(method, path, query, node)
+        marker = self._auth.sign(method, path, query, node, ring_id)
         sent = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         if content is not None:  # the body ends with its tag (bodyseal)
             content = seal(content, body_key(self._settings.secret, marker))

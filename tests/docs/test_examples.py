@@ -51,6 +51,8 @@ NOT_RUN = {
     ("cache.md", "settings = CacheSettings("): "a fragment of an API description",
     ("cache.md", "class Provisioner(Protocol)"): "an interface description",
     ("cluster.md", "from gateway.cluster.client import"): "tests/gateway/cluster routing",
+    ("cluster.md", "# members started as above, with --dirty-replicas 1"):
+        "tests/gateway/cluster/test_membership_e2e.py adds and removes members so",
     ("kubernetes.md", "docker build"): "needs Docker and a registry; tests/helm",
     ("kubernetes.md", "# one pod, posix backend"): "needs Kubernetes; tests/helm",
 }

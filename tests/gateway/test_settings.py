@@ -29,7 +29,7 @@ KEYS = [
     "cache_min_size", "cache_max_size", "backend_bandwidth", "backend_iops", "max_dirty_age",
     "utilization_threshold", "inactivity_delay", "flush_concurrency", "cache_admission",
     "cost_backend_size_gb", "cost_cache_bandwidth_mb_s", "peers", "node_id", "cluster_secret",
-    "peer_ca", "dirty_replicas", "tls_cert", "tls_key", "lifecycle_interval",
+    "peer_ca", "dirty_replicas", "join", "tls_cert", "tls_key", "lifecycle_interval",
     "lifecycle_day_seconds",
     "workers", "header_timeout", "body_idle_timeout", "keep_alive_timeout",
     "max_header_bytes", "max_header_count", "max_connections", "max_requests",

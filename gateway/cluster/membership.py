@@ -1,0 +1,412 @@
+"""Live membership: members join and leave while the others keep running.
+
+One member (the *coordinator*: the one the admin's ``POST /_squall/cluster/members``
+reached) runs a change in three phases over the peer protocol
+(``POST /_squall/peer/membership?phase=...``), to every member of the old list and the
+joining one:
+
+1. ``freeze``: a member holds new client requests (S3 requests without a peer marker)
+   and waits until the client requests it was serving have ended (with them, every
+   forwarded request and peer call they made). Once every member answered, nothing
+   writes a key anywhere.
+2. ``handoff``: each member drops its clean records of the keys it loses under the new
+   list and flushes its unflushed ones first, and answers once they are on the backend.
+3. ``commit``: each member saves ``{version, members}`` in its data directory, switches
+   to the new list (ring, peer ids, health), and lets the held requests go, now routed by
+   the new list. A peer request signed for the new list that reaches a member not yet
+   switched waits for its commit instead of being refused.
+
+A failure in phase 1 or 2 aborts the change everywhere (the old list stays). The change
+needs ``--dirty-replicas 1``: mirror copies name their owner by node id, which a change
+renumbers. See docs/cluster.md, "Live membership".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from backends.errors import ServiceUnavailable
+from gateway.cluster.remote import PeerClient
+from gateway.cluster.ring import fingerprint, normalize_url, owner_index
+from gateway.s3api.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
+
+log = logging.getLogger("squall.cluster")
+
+#: how long a client request waits for a change to end before it is refused (503)
+HOLD_TIMEOUT_S = 60.0
+#: how long a frozen member waits for the commit before it lifts the freeze itself
+FREEZE_TIMEOUT_S = 120.0
+#: how long a member waits for its serving requests, and its hand-off flush, to end
+DRAIN_TIMEOUT_S = 30.0
+HANDOFF_TIMEOUT_S = 300.0
+
+
+def load(path: Path | None, base: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+    """The saved ``(version, members)`` of the last change this member committed, if it
+    was started with the same ``--peers`` (``base``) then; a new ``--peers`` is a new
+    static configuration and wins."""
+    if path is None or not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if tuple(data.get("base", ())) != base:
+        log.warning("--peers changed since the last live membership change: the member "
+                    "list saved in %s is dropped", path)
+        path.unlink()
+        return None
+    return int(data["version"]), tuple(str(m) for m in data["members"])
+
+
+def save(path: Path, version: int, members: tuple[str, ...], base: tuple[str, ...]) -> None:
+    """Durably (fsync, rename, directory fsync)."""
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        json.dump({"version": version, "members": list(members), "base": list(base)}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Membership:
+    """This member's side of live membership changes: the gate of client requests, the
+    phases a coordinator asks for, and the coordinator itself."""
+
+    def __init__(self, node: ClusterNode, *, version: int, path: Path | None,
+                 joining: bool, base: tuple[str, ...]) -> None:
+        self._node = node
+        self.version = version
+        #: the --peers list this member was started with: members adopt versions only
+        #: from members started with the same one
+        self.base = base
+        self.base_id = fingerprint(base)
+        self._path = path
+        #: open: client requests are served; closed while frozen, joining or left
+        self.gate = asyncio.Event()
+        self.joining = joining
+        self.left = False
+        if not joining:
+            self.gate.set()
+        self.serving = 0  # client requests being served now
+        self.pending: tuple[int, tuple[str, ...]] | None = None
+        self.pending_id: str | None = None
+        self._committed = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._thaw: asyncio.TimerHandle | None = None
+        self._handed_off = False  # the pending change's hand-off is done here
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- the gate (ClusterGateway) -----------------------------------------------------
+    def refusal(self) -> str | None:
+        """Why client requests are refused for good here, None when they may wait."""
+        if self.left:
+            return ("this member has left the cluster; send requests to the members "
+                    "GET /_squall/cluster lists on another member")
+        if self.joining and self.pending is None:
+            return ("this member has not joined the cluster yet (squall cluster add "
+                    f"{self._node.ring.self_url} --endpoint <a member>)")
+        return None
+
+    async def wait_open(self) -> None:
+        """Return once client requests are served again; ServiceUnavailable otherwise."""
+        deadline = time.monotonic() + HOLD_TIMEOUT_S
+        while not self.gate.is_set():
+            reason = self.refusal()
+            if reason is not None:
+                raise ServiceUnavailable(reason)
+            try:
+                await asyncio.wait_for(self.gate.wait(), min(1.0, deadline - time.monotonic()))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise ServiceUnavailable("the cluster's member list is changing; "
+                                             "try again") from None
+
+    async def wait_committed(self, ring_id: str) -> None:
+        """A peer request signed for the list being committed: wait for our commit."""
+        deadline = time.monotonic() + HOLD_TIMEOUT_S  # then: the mismatch answer
+        committed = self._committed
+        if self.pending_id == ring_id:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(committed.wait(), deadline - time.monotonic())
+
+    # -- the phases (peer protocol) ----------------------------------------------------
+    async def handle(self, request: Request) -> Response:
+        """``POST /_squall/peer/membership?phase=freeze|handoff|commit|abort``."""
+        phase = request.query_params.get("phase", "")
+        try:
+            data = json.loads(await request.body())
+            version = int(data["version"])
+            members = tuple(normalize_url(str(m)) for m in data["members"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgument(f"malformed membership request: {exc}") from None
+        if phase == "freeze":
+            await self.freeze(version, members, int(data.get("from", -1)))
+        elif phase == "handoff":
+            await self.handoff(version, members)
+        elif phase == "commit":
+            await self.commit(version, members)
+        elif phase == "abort":
+            self.abort(version)
+        else:
+            raise InvalidArgument(f"no membership phase {phase!r}")
+        return Response(b"null", media_type="application/json")
+
+    async def freeze(self, version: int, members: tuple[str, ...], current: int) -> None:
+        if self.pending is not None and self.pending[0] != version:
+            raise ServiceUnavailable("another membership change is under way; try again")
+        if not self.joining and current != self.version:
+            raise ServiceUnavailable(f"membership version {current} is not this member's "
+                                     f"({self.version}): another change came first")
+        if version <= self.version:
+            raise ServiceUnavailable(f"membership version {version} is not newer than "
+                                     f"{self.version}")
+        if self.pending is None:
+            self._committed = asyncio.Event()
+            self._handed_off = False
+        self.pending, self.pending_id = (version, members), fingerprint(members)
+        self.gate.clear()
+        self._thaw_later()
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self.serving and time.monotonic() < deadline:  # noqa: ASYNC110  a counter
+            await asyncio.sleep(0.01)
+        if self.serving:
+            self.abort(version)
+            raise ServiceUnavailable(f"{self.serving} requests were still being served "
+                                     f"after {DRAIN_TIMEOUT_S:.0f} s")
+
+    async def handoff(self, version: int, members: tuple[str, ...]) -> None:
+        self._check_pending(version, members)
+        node = self._node
+        me = node.ring.self_url
+        index = members.index(me) if me in members else None
+
+        def owns(bucket: str, key: str) -> bool:
+            return index is not None and owner_index(members, bucket, key) == index
+
+        cache = node.cache
+        if cache is None or self.joining:
+            self._handed_off = True
+            return
+        dropped, hurried = await cache.hand_off(owns)
+        log.warning("cluster membership %d: %d clean records of keys that move dropped, %d "
+                 "unflushed ones being flushed", version, dropped, hurried)
+        deadline = time.monotonic() + HANDOFF_TIMEOUT_S
+        buckets = [b.name for b in await node.local.list_buckets()]
+        while True:
+            left = sum(1 for b in buckets for e in cache.dirty_snapshot(b)
+                       if not owns(e.bucket, e.key))
+            if not left:
+                self._handed_off = True
+                return
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"{left} unflushed records of keys that move "
+                                         f"were not flushed in {HANDOFF_TIMEOUT_S:.0f} s")
+            self._thaw_later()
+            await asyncio.sleep(0.05)
+
+    async def commit(self, version: int, members: tuple[str, ...]) -> None:
+        if self.pending is None and version == self.version and (
+                self.left or members == self._node.ring.members):
+            return  # committed already (a commit sent again)
+        self._check_pending(version, members)
+        node = self._node
+        me = node.ring.self_url
+        if self._path is not None:
+            save(self._path, version, members, self.base)
+        self.version = version
+        if me in members:
+            node.apply(members, members.index(me))
+            self.joining = False
+            self.gate.set()
+        else:
+            self.left = True
+            await node.health.stop()  # the members are no longer ours to check
+        self._clear()
+        log.warning("cluster membership %d committed: %s%s", version, ", ".join(members),
+                    "" if me in members else " (this member has left)")
+
+    def abort(self, version: int) -> None:
+        if self.pending is not None and self.pending[0] == version:
+            log.warning("cluster membership change %d aborted", version)
+            self._clear()
+            if not self.joining and not self.left:
+                self.gate.set()
+
+    def _check_pending(self, version: int, members: tuple[str, ...]) -> None:
+        if self.pending != (version, members):
+            raise ServiceUnavailable(f"membership change {version} is not pending here "
+                                     "(it was aborted or never frozen)")
+
+    def _clear(self) -> None:
+        self.pending = self.pending_id = None
+        self._committed.set()
+        if self._thaw is not None:
+            self._thaw.cancel()
+            self._thaw = None
+
+    def _thaw_later(self) -> None:
+        """Lift the freeze if the coordinator goes silent (it died mid-change) before
+        this member handed its keys off; after that, only a commit or an abort (or a
+        member that heard of the commit, :meth:`heard`) ends it."""
+        if self._thaw is not None:
+            self._thaw.cancel()
+        pending = self.pending
+        if pending is not None:
+            self._thaw = asyncio.get_running_loop().call_later(
+                FREEZE_TIMEOUT_S, self._silent, pending[0])
+
+    def _silent(self, version: int) -> None:
+        if not self._handed_off:
+            self.abort(version)
+        else:
+            log.error("cluster membership change %d: no commit or abort from its "
+                      "coordinator; this member waits (it has handed its keys off)", version)
+
+    # -- spreading: a member that missed a commit adopts it ------------------------------
+    def heard(self, version: int, members: tuple[str, ...], base_id: object) -> None:
+        """A member reported membership ``version`` (health checks): adopt a newer one
+        (a commit this member missed: it was down, or its coordinator died)."""
+        if version <= self.version or self._tasks or self.left or self.joining \
+                or base_id != self.base_id:
+            return
+        task = asyncio.get_running_loop().create_task(self._adopt(version, members))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _adopt(self, version: int, members: tuple[str, ...]) -> None:
+        try:
+            members = tuple(normalize_url(m) for m in members)
+            log.warning("cluster membership %d heard from a member: adopting it", version)
+            if self.pending != (version, members):
+                if self.pending is None:
+                    self._committed = asyncio.Event()
+                self.pending, self.pending_id = (version, members), fingerprint(members)
+                self._handed_off = False
+                self.gate.clear()
+                deadline = time.monotonic() + DRAIN_TIMEOUT_S
+                while self.serving and time.monotonic() < deadline:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                await self.handoff(version, members)
+            await self.commit(version, members)
+        except Exception:
+            log.exception("adopting cluster membership %d failed", version)
+
+    # -- the coordinator (admin call) --------------------------------------------------
+    async def change(self, action: str, url: str) -> dict[str, Any]:
+        """Add or remove member ``url`` (``action`` "add" or "remove"); the new view.
+        InvalidArgument for a bad request, ServiceUnavailable if a member failed."""
+        try:
+            member = normalize_url(url)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        node = self._node
+        if node.placement.mirrored or node.replicated:
+            raise InvalidArgument("live membership changes need --dirty-replicas 1 on every "
+                                  "member (mirror copies name their owner by node id)")
+        if node.transport.local_workers:
+            raise InvalidArgument("the workers of --workers N are not a cluster whose "
+                                  "members can change")
+        if self.joining or self.left:
+            raise InvalidArgument(self.refusal() or "not a member")
+        async with self._lock:
+            old = node.ring.members
+            if action == "add":
+                if member in old:
+                    raise InvalidArgument(f"{member} is already a member")
+                new = (*old, member)
+            elif action == "remove":
+                if member not in old:
+                    raise InvalidArgument(f"{member} is not a member ({', '.join(old)})")
+                if len(old) == 1:
+                    raise InvalidArgument("cannot remove the last member of the cluster")
+                new = tuple(m for m in old if m != member)
+            else:
+                raise InvalidArgument(f"action must be add or remove, not {action!r}")
+            version = self.version + 1
+            change = {"version": version, "members": list(new), "from": self.version}
+            calls = self._calls(old, new, member if action == "add" else None)
+            for phase in ("freeze", "handoff"):
+                failed = await _run(calls, phase, change)
+                if failed:
+                    await _run(calls, "abort", change)
+                    raise ServiceUnavailable(f"membership change {version} aborted, the "
+                                             f"member list is unchanged: {failed}")
+            others = [c for c in calls if c[0] != node.ring.self_url]
+            failed = await _run(others, "commit", change)
+            await self.commit(version, new)
+            if failed:
+                log.error("membership %d: commit not confirmed by %s (retrying)", version,
+                          failed)
+                task = asyncio.get_running_loop().create_task(
+                    _retry_commit(others, change))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return {"version": version, "members": list(new),
+                    "unconfirmed": failed or None}
+
+    def _calls(self, old: tuple[str, ...], new: tuple[str, ...], joining: str | None
+               ) -> list[tuple[str, Callable[[str, dict[str, Any]], Any]]]:
+        node = self._node
+        calls: list[tuple[str, Callable[[str, dict[str, Any]], Any]]] = []
+        for index, url in enumerate(old):
+            if index == node.ring.self_index:
+                calls.append((url, self._local))
+            else:
+                calls.append((url, PeerClient(node.transport, index).membership))
+        if joining is not None:
+            index = new.index(joining)
+            node.transport.set_members(new, node.ring.self_index)
+            client = PeerClient(node.transport, index, ring_id=fingerprint(new))
+            calls.append((joining, client.membership))
+        return calls
+
+    async def _local(self, phase: str, change: dict[str, Any]) -> None:
+        version, members = int(change["version"]), tuple(change["members"])
+        if phase == "freeze":
+            await self.freeze(version, members, int(change["from"]))
+        elif phase == "handoff":
+            await self.handoff(version, members)
+        elif phase == "commit":
+            await self.commit(version, members)
+        else:
+            self.abort(version)
+
+
+async def _retry_commit(calls: list[tuple[str, Callable[[str, dict[str, Any]], Any]]],
+                        change: dict[str, Any], attempts: int = 600) -> None:
+    """Send the commit again, every second, to the members that have not confirmed it."""
+    for _ in range(attempts):
+        await asyncio.sleep(1.0)
+        results = await asyncio.gather(*(call("commit", change) for _, call in calls),
+                                       return_exceptions=True)
+        calls = [c for c, r in zip(calls, results, strict=True)
+                 if isinstance(r, BaseException)]
+        if not calls:
+            return
+
+
+async def _run(calls: list[tuple[str, Callable[[str, dict[str, Any]], Any]]], phase: str,
+               change: dict[str, Any]) -> str:
+    """Run one phase on every member at once; a description of the failures, or ""."""
+    results = await asyncio.gather(*(call(phase, change) for _, call in calls),
+                                   return_exceptions=True)
+    failed = [f"{url}: {result}" for (url, _), result in zip(calls, results, strict=True)
+              if isinstance(result, BaseException)]
+    return "; ".join(failed)
