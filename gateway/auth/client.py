@@ -44,6 +44,16 @@ def admin_request(endpoint: str, path: str, credentials: Credentials, *, method:
                          headers=signed_headers(url, credentials, method=method, region=region))
 
 
+def refusal_detail(response: httpx.Response) -> str:
+    """One line for an admin route's refusal: its JSON ``CODE: message``, else the status
+    and the start of the body."""
+    try:
+        body = response.json()
+        return f"{body['error']}: {body['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code} {response.text[:200]}"
+
+
 def status_headers(url: str, *, method: str = "GET", region: str = "us-east-1",
                    environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Headers authorizing a bodiless ``method`` request to ``url`` (with its query)."""

@@ -15,7 +15,7 @@ import sys
 
 import httpx
 
-from gateway.auth.client import admin_request
+from gateway.auth.client import admin_request, refusal_detail
 from gateway.cluster.ring import normalize_url
 from gateway.cost.calibrate import credentials_from_env
 
@@ -57,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
         return 1
     if response.status_code >= 300:
-        try:
-            body = response.json()
-            detail = f"{body['error']}: {body['message']}"
-        except (ValueError, KeyError, TypeError):
-            detail = f"HTTP {response.status_code} {response.text[:200]}"
-        print(f"{NAME}: {detail}", file=sys.stderr)
+        print(f"{NAME}: {refusal_detail(response)}", file=sys.stderr)
         return 1
     view = response.json()
     print(json.dumps(view) if view.get("unconfirmed") else

@@ -119,21 +119,7 @@ class PeerClient:
             params.update({name: str(value) for name, value in (
                 ("first", byte_range.first), ("last", byte_range.last),
                 ("suffix", byte_range.suffix)) if value is not None})
-        response = await self._call("GET", "object", params)
-        try:
-            info = wire.info_from(json.loads(response.header(wire.INFO_HEADER)
-                                             or ""))
-            resolved = None
-            if byte_range is not None:
-                resolved = byte_range.resolve(info.size)
-        except BaseException:
-            await response.aclose()
-            raise
-
-        async def close(_exhausted: bool) -> None:
-            await response.aclose()
-        return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
-                                              close), resolved)
+        return await self._stream(await self._call("GET", "object", params), byte_range)
 
     async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
                          meta: ObjectMeta, content_md5: bytes | None, if_match: str | None,
@@ -200,10 +186,15 @@ class PeerClient:
     async def held(self, bucket: str, key: str, *, source: str) -> ObjectStream:
         """The member's state of a key: its own (``source="cache"``) or its mirror copy;
         NoSuchKey for a deletion."""
-        response = await self._call("GET", "held", {"bucket": bucket, "key": key,
-                                                    "source": source})
+        return await self._stream(await self._call("GET", "held", {
+            "bucket": bucket, "key": key, "source": source}), None)
+
+    async def _stream(self, response: PeerResponse, byte_range: RangeRequest | None
+                      ) -> ObjectStream:
+        """The object a peer answered: its info header and its body (closed with it)."""
         try:
             info = wire.info_from(json.loads(response.header(wire.INFO_HEADER) or ""))
+            resolved = None if byte_range is None else byte_range.resolve(info.size)
         except BaseException:
             await response.aclose()
             raise
@@ -211,7 +202,7 @@ class PeerClient:
         async def close(_exhausted: bool) -> None:
             await response.aclose()
         return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
-                                              close), None)
+                                              close), resolved)
 
     async def membership(self, phase: str, change: dict[str, object]) -> object:
         """One phase of a live membership change (gateway/cluster/membership.py)."""

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from gateway.auth.client import admin_request
+from gateway.auth.client import admin_request, refusal_detail
 from gateway.cost.calibrate import credentials_from_env
 from gateway.qos.api import validation_message
 from gateway.qos.model import QosClass
@@ -124,12 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{NAME}: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
         return 1
     if response.status_code >= 300:
-        try:
-            body = response.json()
-            detail = f"{body['error']}: {body['message']}"
-        except (ValueError, KeyError, TypeError):
-            detail = f"HTTP {response.status_code} {response.text[:200]}"
-        print(f"{NAME}: {detail}", file=sys.stderr)
+        print(f"{NAME}: {refusal_detail(response)}", file=sys.stderr)
         return 1
     label = f"user {args.user}" if args.user else args.bucket
     if args.qos_command == "clear":
