@@ -6,8 +6,8 @@ runs PUT workloads sent straight to each key's owner (so forwarding is not measu
 one client alone (acknowledgement latency, p50/p99) and ``--clients`` at once
 (throughput). By default the backend is throttled so that the writes stay in the caches
 (with a fast backend they go around the cache, clean, and nothing is mirrored).
-Everything shares this machine's cores; the numbers are for comparing R values here, not
-for docs/benchmarks.md.
+Everything shares this machine's cores: the numbers compare R values on one machine
+(docs/benchmarks.md), not a cluster of hosts.
 """
 
 from __future__ import annotations
