@@ -101,6 +101,17 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         self._cancel_timer()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        """At the server's stop: an idle TLS connection with nothing left to send is
+        aborted, since its close would wait for the client's close_notify (up to 30 s: an
+        idle keep-alive client sends none) and hold the stop; the rest as uvicorn does."""
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and self.transport.get_extra_info("sslcontext") is not None \
+                and not self.transport.get_write_buffer_size():
+            self.transport.abort()
+            return
+        super().shutdown()
+
     def data_received(self, data: bytes) -> None:
         if self._phase is _Phase.BODY:  # the common case: one clock read per chunk
             self._last_data = self.loop.time()

@@ -99,3 +99,23 @@ def test_plain_http_on_the_tls_port_gets_no_answer(https: HttpsSquall) -> None:
 
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{https.port}/_squall/health", timeout=5)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_idle_tls_clients_do_not_hold_the_stop(ca: Authority, server_cert: tuple[Path, Path],
+                                               tmp_path: Path, workers: str) -> None:
+    """An idle keep-alive client sends no close_notify: the gateway still stops cleanly
+    within its stop's bound (exit 0, not the SIGKILL that follows a hung stop)."""
+    server = HttpsSquall(tmp_path / "data", *server_cert, ca.cert, ["--workers", workers])
+    server.start()
+    s3: Any = server.s3()  # kept open (and idle) across the stop
+    s3.create_bucket(Bucket="tls-idle")
+    s3.put_object(Bucket="tls-idle", Key="k", Body=b"kept")
+    assert server.stop(timeout=20) == 0, server.log()
+    restarted = HttpsSquall(tmp_path / "data", *server_cert, ca.cert,
+                            ["--workers", workers], port=server.port).start()
+    try:
+        assert restarted.s3().get_object(  # type: ignore[attr-defined]
+            Bucket="tls-idle", Key="k")["Body"].read() == b"kept"
+    finally:
+        restarted.stop()
