@@ -42,10 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     try:
         url = normalize_url(args.url)
-    except ValueError as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 2
-    try:
         response = admin_request(args.endpoint, "/_squall/cluster/members",
                                  credentials_from_env(), method="POST",
                                  params={"action": args.cluster_command, "url": url},

@@ -172,19 +172,19 @@ class S3Endpoint:
             except ProtocolError as exc:
                 unroutable = exc
             # A CORS preflight is never signed: browsers send it on their own.
-            anonymous = request.method == "OPTIONS" or (
-                self._access is not None and is_unsigned(headers, query))
-            if request.method == "OPTIONS":
+            preflight = request.method == "OPTIONS"
+            unsigned = not preflight and self._access is not None \
+                and is_unsigned(headers, query)
+            if preflight:
                 auth = ANONYMOUS
-            elif anonymous:
+            elif unsigned:
                 auth = anonymous_context(headers, self._region)
             else:
                 auth = self.authenticate(scope, pairs)
             if unroutable is not None:
                 # An anonymous caller learns nothing of what this gateway implements.
-                raise AccessDenied() if anonymous and request.method != "OPTIONS" \
-                    else unroutable
-            user = None if anonymous else self._user_for(auth.access_key)
+                raise AccessDenied() if unsigned else unroutable
+            user = None if preflight or unsigned else self._user_for(auth.access_key)
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service, user, self._access)
             if self._access is not None and (user is None or not user.admin):
