@@ -13,11 +13,15 @@ each write is routed by measurement (docs/cache.md, "Admission"):
   bandwidth-bound) as exponentially weighted moving averages.
 
 A write goes past the cache when the backend rate of its size class is at least
-``margin`` x the cache rate: the client would not be faster through the cache. Until the
+``margin`` x the cache rate (``large_margin`` for large writes: a cached large write
+is written and read again by its flush, on the same disk when the backend shares it, so
+only a cache twice as fast repays it): the client would not be faster through the cache. Until the
 backend has been measured, large writes are cached (a burst in front of an unknown
 backend is absorbed, and the next one measures the backend). Both rates stay current: the path
 in use is measured by its own writes, and a path left unmeasured for a while gets the
-next write of that size class (a probe: every 5 s for the backend, 30 s for the cache). Flushes also give an optimistic bound of
+next write of that size class (a probe: every 5 s for the backend, 30 s for the cache),
+and a probe's sample replaces the average it refreshes (the old one describes the
+machine as it was, e.g. an idle disk before the burst). Flushes also give an optimistic bound of
 the backend (a flush runs alone, with no client to wait for): when even that bound is
 below the cache rate, the backend is not probed at all, so a slow backend never makes a
 client's write slow.
@@ -38,6 +42,8 @@ _ALPHA = 0.2
 #: write is written twice, which is what the rule avoids)
 _BACKEND_PROBE_S = 5.0
 _CACHE_PROBE_S = 30.0
+#: the margin of large writes: a cached one is written twice (and read once by its flush)
+LARGE_MARGIN = 0.5
 #: a large miss is copied only when the backend reads slower than this share of the
 #: cache: the copy reads the object through the process, writes and hashes it, which
 #: only a clearly faster cache repays (a stricter bar than the write rule's margin,
@@ -52,16 +58,17 @@ class RateMeter:
     small: float | None = None
     large: float | None = None
 
-    def observe(self, size: int, seconds: float) -> None:
-        """One request of ``size`` bytes took ``seconds``."""
+    def observe(self, size: int, seconds: float, *, replace: bool = False) -> None:
+        """One request of ``size`` bytes took ``seconds``; ``replace``: the sample
+        replaces the average instead of moving it."""
         if size <= 0 or seconds <= 0:
             return
         rate = size / seconds
         if size < SMALL_OBJECT_BYTES:
-            self.small = rate if self.small is None else self.small + _ALPHA * (
+            self.small = rate if self.small is None or replace else self.small + _ALPHA * (
                 rate - self.small)
         else:
-            self.large = rate if self.large is None else self.large + _ALPHA * (
+            self.large = rate if self.large is None or replace else self.large + _ALPHA * (
                 rate - self.large)
 
     def rate(self, size: int | None) -> float | None:
@@ -79,9 +86,11 @@ class Admission:
     """
 
     def __init__(self, mode: str = "auto", margin: float = 0.75, *,
+                 large_margin: float = LARGE_MARGIN,
                  backend_bandwidth: float | None = None) -> None:
         self.mode = mode
         self.margin = margin
+        self.large_margin = large_margin
         #: the backend's configured bandwidth (a throttle): no request is faster
         self.backend_bandwidth = backend_bandwidth
         self.cache = RateMeter()
@@ -97,6 +106,8 @@ class Admission:
         never = float("-inf")
         self._cache_seen: dict[bool, float] = {True: never, False: never}
         self._backend_seen: dict[bool, float] = {True: never, False: never}
+        #: when the cache rate last got a sample, per size class
+        self._cache_sampled: dict[bool, float] = {True: never, False: never}
         #: whole-object reads: hits, and misses served without a copy
         self.cache_reads = RateMeter()
         self.backend_reads = RateMeter()
@@ -140,8 +151,10 @@ class Admission:
 
     def observe_cache(self, size: int, seconds: float, now: float) -> None:
         """A write of ``size`` bytes was acknowledged from the cache in ``seconds``."""
-        self.cache.observe(size, self._alone("write", size, seconds))
-        self._cache_seen[size < SMALL_OBJECT_BYTES] = now
+        small = size < SMALL_OBJECT_BYTES
+        stale = now - self._cache_sampled[small] >= _CACHE_PROBE_S
+        self.cache.observe(size, self._alone("write", size, seconds), replace=stale)
+        self._cache_seen[small] = self._cache_sampled[small] = now
 
     def observe_backend(self, size: int, seconds: float, now: float, *,
                         flush: bool = False) -> None:
@@ -167,12 +180,13 @@ class Admission:
             return False
         small = size is not None and size < SMALL_OBJECT_BYTES
         cache, backend = self.cache.rate(size), self.backend.rate(size)
+        margin = self.margin if small else self.large_margin
         bound = self.flushes.rate(size)
         if self.backend_bandwidth is not None:
             bound = min(bound or self.backend_bandwidth, self.backend_bandwidth)
         if cache is None:
             return False  # this write measures the cache
-        if bound is not None and bound < self.margin * cache:
+        if bound is not None and bound < margin * cache:
             return False  # even a lone flush is slower than the cache: no probe either
         if small and backend is None and bound is None:
             return False  # absorbed until a flush bounds the backend (latency unknown)
@@ -182,7 +196,7 @@ class Admission:
         if now - self._backend_seen[small] >= _BACKEND_PROBE_S:
             self._backend_seen[small] = now
             return True
-        return backend is not None and backend >= self.margin * cache
+        return backend is not None and backend >= margin * cache
 
     # -- reads: keep a read-through copy of a miss? ------------------------------------
     def observe_read(self, size: int, seconds: float, now: float, *, hit: bool) -> None:

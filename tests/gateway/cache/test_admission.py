@@ -34,8 +34,25 @@ def test_backend_as_fast_as_the_cache_takes_the_write() -> None:
     assert rule.prefer_backend(LARGE, now=1.0)
     slow = Admission(margin=0.8)
     slow.observe_cache(LARGE, 1.0, now=0.0)
-    slow.observe_backend(LARGE, 2.0, now=0.0)  # half the cache rate
-    assert not slow.prefer_backend(LARGE, now=1.0)
+    slow.observe_backend(LARGE, 2.0, now=0.0)  # half the cache rate: a large write ...
+    assert slow.prefer_backend(LARGE, now=1.0)  # ... would be written twice through it
+    slow.observe_backend(LARGE, 10.0, now=0.0)
+    assert not slow.prefer_backend(LARGE, now=1.0)  # below half: the cache pays
+    small = Admission(margin=0.8)
+    small.observe_cache(4096, 1.0, now=0.0)
+    small.observe_backend(4096, 2.0, now=0.0)
+    assert not small.prefer_backend(4096, now=1.0)  # small writes keep ``margin``
+
+
+def test_a_probe_after_a_pause_replaces_the_stale_cache_rate() -> None:
+    rule = Admission()
+    rule.observe_cache(LARGE, 0.1, now=0.0)  # an idle disk at the start of a burst
+    rule.observe_cache(LARGE, 0.1, now=1.0)
+    rule.observe_backend(LARGE, 1.0, now=1.0)  # the backend: a tenth of that
+    assert not rule.prefer_backend(LARGE, now=2.0)
+    rule.observe_cache(LARGE, 1.0, now=40.0)  # the probe, 30 s later, as slow as it
+    assert rule.cache.large == LARGE / 1.0
+    assert rule.prefer_backend(LARGE, now=41.0)
 
 
 def test_rates_are_compared_as_if_each_request_ran_alone() -> None:
