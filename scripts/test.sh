@@ -9,5 +9,8 @@ if [ "${1:-}" = "--quick" ]; then
   shift
   set -- -m "not slow" "$@"
 fi
-# The slowest tests are listed at the end: the suite stays well under 20 minutes.
-exec python -m pytest -q -p no:cacheprovider --durations=15 "$@"
+# Two pytest processes (SQUALL_TEST_PROCESSES; 0 runs in this one), each taking whole
+# files: the tests wait on real servers, mounts and disks much of the time. The slowest
+# tests are listed at the end: the suite stays well under 20 minutes.
+exec python -m pytest -q -p no:cacheprovider -n "${SQUALL_TEST_PROCESSES:-2}" --dist loadfile \
+    --durations=15 "$@"
