@@ -204,7 +204,7 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                                   dirty_replicas=settings.dirty_replicas,
                                   mirror_dir=settings.data_dir / "mirror",
                                   membership_file=settings.data_dir / "cluster-members.json",
-                                  join=settings.join)
+                                  join=settings.join, peers_file=settings.peers_file)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend

@@ -106,7 +106,8 @@ def check_cluster(settings: Settings) -> None:
     several members shares configured S3 credentials (a generated pair would differ on
     every member)."""
     clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
-                                  dirty_replicas=settings.dirty_replicas)
+                                  dirty_replicas=settings.dirty_replicas,
+                                  peers_file=settings.peers_file)
     if clustering is None:
         return
     ring = clustering.ring

@@ -108,9 +108,9 @@ def print_banner(settings: Settings, credentials: Credentials, port: int,
     else:
         print(f"  access key: {credentials.access_key} (secret key from the settings: "
               "SQUALL_SECRET_KEY or the config file)", flush=True)
-    if settings.peers:
+    if settings.peers or settings.peers_file:
         clustering = cluster_settings(settings.peers, settings.node_id,
-                                      settings.cluster_secret)
+                                      settings.cluster_secret, peers_file=settings.peers_file)
         if clustering is not None:
             ring = clustering.ring
             print(f"  cluster: member {ring.self_index} of {len(ring.members)} "

@@ -89,6 +89,10 @@ class ServerSection(Section):
     workers: WorkerCount = Field(
         1, description="worker processes serving the port, each owning a share of the keys "
                        "(see docs/workers.md)")
+    worker_handover: bool = Field(
+        True, description="with --workers N: move a connection whose request is for "
+                          "another worker's key to that worker instead of proxying the "
+                          "request (plain HTTP only; see docs/workers.md)")
 
     @field_validator("listen")
     @classmethod
@@ -205,6 +209,10 @@ class ClusterSection(Section):
         False, description="this member joins a running cluster: it serves nothing until "
                            "a member adds it (squall cluster add URL); --peers lists the "
                            "current members, then this one")
+    peers_file: Path | None = Field(
+        None, description="a file listing the members instead of --peers (URLs separated by "
+                          "commas or lines), watched: members are added and removed live "
+                          "to follow it")
 
     @field_validator("peers", mode="before")
     @classmethod

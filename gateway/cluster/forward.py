@@ -8,6 +8,9 @@
   so the owner serves it without forwarding it again.
 * A request carrying a peer header is served here only if the header verifies; a client
   cannot make a member serve a key it does not own.
+* A member removed by a live membership change forwards every client request to the
+  members that remain: an object request to its key's owner, any other to a member
+  chosen by the bucket's name.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from gateway.cluster.membership import Membership
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth, marker_ring
 from gateway.cluster.placement import Placement
+from gateway.cluster.ring import owner_index
 from gateway.cluster.transport import PeerTransport
 from gateway.s3api.endpoint import parse_target
 from gateway.s3api.errors import InternalError, s3_error_for
@@ -90,6 +94,9 @@ class ClusterGateway:
         if membership is None:
             await self._serve(scope, receive, send)
             return
+        if membership.successors:  # this member was removed: the others serve
+            await self._forward(scope, receive, send, self._successor(scope, membership))
+            return
         if not membership.gate.is_set():  # the member list is changing
             try:
                 await membership.wait_open()
@@ -123,16 +130,28 @@ class ClusterGateway:
         """The member owning the request's key, None for this node or no key."""
         if len(self._ring.members) == 1:
             return None
+        bucket, key = self._target(scope)
+        if not bucket or not key:
+            return None
+        owner = self._ring.owner(bucket, key)
+        return None if owner == self._ring.self_index else owner
+
+    def _successor(self, scope: Scope, membership: Membership) -> int:
+        """A removed member: who of the remaining members serves the request (by the
+        ring, without health: a key whose owner is down is refused by this way)."""
+        bucket, key = self._target(scope)
+        return owner_index(membership.successors, bucket, key)
+
+    def _target(self, scope: Scope) -> tuple[str, str]:
+        """The request's bucket and key ("" when none, or unparsable: the S3 endpoint
+        answers with the right error)."""
         host = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"host"), "")
         try:
             target = parse_target(scope.get("raw_path") or scope["path"].encode(), host,
                                   self._domain)
         except StorageError:
-            return None  # the S3 endpoint answers with the right error
-        if not target.bucket or not target.key:
-            return None
-        owner = self._ring.owner(target.bucket, target.key)
-        return None if owner == self._ring.self_index else owner
+            return "", ""
+        return target.bucket or "", target.key or ""
 
     async def _serve_forwarded(self, scope: Scope, receive: Receive, send: Send,
                                marker: bytes) -> None:

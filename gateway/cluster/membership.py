@@ -11,14 +11,19 @@ joining one:
    writes a key anywhere.
 2. ``handoff``: each member drops its clean records of the keys it loses under the new
    list and flushes its unflushed ones first, and answers once they are on the backend.
-3. ``commit``: each member saves ``{version, members}`` in its data directory, switches
-   to the new list (ring, peer ids, health), and lets the held requests go, now routed by
-   the new list. A peer request signed for the new list that reaches a member not yet
-   switched waits for its commit instead of being refused.
+   With mirrored write-back it flushes *every* unflushed record: mirror copies, epochs
+   and claims name members by node id, which the change renumbers, so nothing may need
+   a mirror across it.
+3. ``purge`` (mirrored write-back): each member drops its mirror copies, all of them
+   garbage now (their keys are flushed everywhere).
+4. ``commit``: each member saves ``{version, members}`` in its data directory, switches
+   to the new list (ring, peer ids, health; with mirrored write-back its epochs and keys
+   acted for restart from nothing), and lets the held requests go, now routed by the new
+   list. A peer request signed for the new list that reaches a member not yet switched
+   waits for its commit instead of being refused.
 
-A failure in phase 1 or 2 aborts the change everywhere (the old list stays). The change
-needs ``--dirty-replicas 1``: mirror copies name their owner by node id, which a change
-renumbers. See docs/cluster.md, "Live membership".
+A failure in phases 1 to 3 aborts the change everywhere (the old list stays). See
+docs/cluster.md, "Live membership".
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +107,9 @@ class Membership:
         self.gate = asyncio.Event()
         self.joining = joining
         self.left = False
+        #: once left: the member list that removed this member (its client requests go
+        #: to those members)
+        self.successors: tuple[str, ...] = ()
         if not joining:
             self.gate.set()
         self.serving = 0  # client requests being served now
@@ -148,7 +156,7 @@ class Membership:
 
     # -- the phases (peer protocol) ----------------------------------------------------
     async def handle(self, request: Request) -> Response:
-        """``POST /_squall/peer/membership?phase=freeze|handoff|commit|abort``."""
+        """``POST /_squall/peer/membership?phase=freeze|handoff|purge|commit|abort``."""
         phase = request.query_params.get("phase", "")
         try:
             data = json.loads(await request.body())
@@ -160,6 +168,8 @@ class Membership:
             await self.freeze(version, members, int(data.get("from", -1)))
         elif phase == "handoff":
             await self.handoff(version, members)
+        elif phase == "purge":
+            await self.purge(version, members)
         elif phase == "commit":
             await self.commit(version, members)
         elif phase == "abort":
@@ -205,23 +215,56 @@ class Membership:
             self._handed_off = True
             return
         dropped, hurried = await cache.hand_off(owns)
+        # Mirrored: every unflushed record goes (its mirrors are named by node id).
+        def moves(bucket: str, key: str) -> bool:
+            return node.replicated or not owns(bucket, key)
+
         log.warning("cluster membership %d: %d clean records of keys that move dropped, %d "
-                 "unflushed ones being flushed", version, dropped, hurried)
+                    "unflushed ones being flushed%s", version, dropped, hurried,
+                    " (and every other unflushed one: mirrored write-back)"
+                    if node.replicated else "")
+        await self._flush(moves, "of keys that move" if not node.replicated else "")
+        self._handed_off = True
+
+    async def purge(self, version: int, members: tuple[str, ...]) -> None:
+        """Mirrored write-back: every member has flushed everything; drop the copies."""
+        self._check_pending(version, members)
+        replication = self._node.replication
+        if replication is None:
+            return
+        if self._node.cache is not None:  # (a record a background task made since)
+            await self._flush(lambda bucket, key: True, "")
+        dropped = await replication.purge()
+        log.warning("cluster membership %d: %d mirror copies of flushed writes dropped",
+                    version, dropped)
+
+    async def _flush(self, which: Callable[[str, str], bool], what: str) -> None:
+        """Flush the unflushed records ``which`` accepts, first; return once none is left."""
+        node = self._node
+        cache = node.cache
+        assert cache is not None
         deadline = time.monotonic() + HANDOFF_TIMEOUT_S
         buckets = [b.name for b in await node.local.list_buckets()]
+        hurried: set[tuple[str, str]] = set()
         while True:
-            left = sum(1 for b in buckets for e in cache.dirty_snapshot(b)
-                       if not owns(e.bucket, e.key))
+            left = [e for b in buckets for e in cache.dirty_snapshot(b)
+                    if which(e.bucket, e.key)]
             if not left:
-                self._handed_off = True
                 return
+            for bk in _new(hurried, ((e.bucket, e.key) for e in left)):
+                cache.expedite(*bk)
             if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"{left} unflushed records of keys that move "
-                                         f"were not flushed in {HANDOFF_TIMEOUT_S:.0f} s")
+                raise ServiceUnavailable(f"{len(left)} unflushed records {what}"
+                                         f"{' ' if what else ''}were not flushed in "
+                                         f"{HANDOFF_TIMEOUT_S:.0f} s")
             self._thaw_later()
             await asyncio.sleep(0.05)
 
-    async def commit(self, version: int, members: tuple[str, ...]) -> None:
+    async def commit(self, version: int, members: tuple[str, ...], *,
+                     claim: bool = False) -> None:
+        """Switch to the new list. ``claim``: this member adopts a change the others
+        committed without it (it was down meanwhile), so they may have acted for its
+        keys under the new list: it claims them back before it serves anything."""
         if self.pending is None and version == self.version and (
                 self.left or members == self._node.ring.members):
             return  # committed already (a commit sent again)
@@ -231,13 +274,26 @@ class Membership:
         if self._path is not None:
             save(self._path, version, members, self.base)
         self.version = version
+        replication = node.replication
         if me in members:
-            node.apply(members, members.index(me))
+            if replication is None:
+                node.apply(members, members.index(me))
+            else:
+                async with replication.paused():
+                    node.apply(members, members.index(me))
+                    await replication.purge(ring_id=node.ring.id)
+                # Held peer requests signed for the new list wait until _clear().
+                if claim:
+                    await replication.claim(fresh=False)
             self.joining = False
             self.gate.set()
         else:
             self.left = True
             await node.health.stop()  # the members are no longer ours to check
+            if replication is not None:
+                async with replication.paused():
+                    await replication.purge(ring_id=fingerprint(members))
+            node.depart(members)
         self._clear()
         log.warning("cluster membership %d committed: %s%s", version, ", ".join(members),
                     "" if me in members else " (this member has left)")
@@ -304,7 +360,8 @@ class Membership:
                 while self.serving and time.monotonic() < deadline:  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
                 await self.handoff(version, members)
-            await self.commit(version, members)
+                await self.purge(version, members)
+            await self.commit(version, members, claim=True)
         except Exception:
             log.exception("adopting cluster membership %d failed", version)
 
@@ -317,9 +374,6 @@ class Membership:
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
         node = self._node
-        if node.placement.mirrored or node.replicated:
-            raise InvalidArgument("live membership changes need --dirty-replicas 1 on every "
-                                  "member (mirror copies name their owner by node id)")
         if node.transport.local_workers:
             raise InvalidArgument("the workers of --workers N are not a cluster whose "
                                   "members can change")
@@ -342,7 +396,7 @@ class Membership:
             version = self.version + 1
             change = {"version": version, "members": list(new), "from": self.version}
             calls = self._calls(old, new, member if action == "add" else None)
-            for phase in ("freeze", "handoff"):
+            for phase in ("freeze", "handoff", "purge"):
                 failed = await _run(calls, phase, change)
                 if failed:
                     await _run(calls, "abort", change)
@@ -383,6 +437,8 @@ class Membership:
             await self.freeze(version, members, int(change["from"]))
         elif phase == "handoff":
             await self.handoff(version, members)
+        elif phase == "purge":
+            await self.purge(version, members)
         elif phase == "commit":
             await self.commit(version, members)
         else:
@@ -410,3 +466,11 @@ async def _run(calls: list[tuple[str, Callable[[str, dict[str, Any]], Any]]], ph
     failed = [f"{url}: {result}" for (url, _), result in zip(calls, results, strict=True)
               if isinstance(result, BaseException)]
     return "; ".join(failed)
+
+
+def _new(seen: set[tuple[str, str]], items: Iterable[tuple[str, str]]
+         ) -> list[tuple[str, str]]:
+    """The items not in ``seen``, which now holds them too."""
+    fresh = [bk for bk in items if bk not in seen]
+    seen.update(fresh)
+    return fresh

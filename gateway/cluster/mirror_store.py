@@ -9,7 +9,9 @@ copies are never flushed: the owner flushes, then tells the mirrors to drop them
 
 ``epochs.json`` keeps the highest owner epoch this member has seen for each member, and
 ``acted.json`` the keys of down members this member has written as their acting owner
-(the returning owner asks for them; see :mod:`gateway.cluster.replication`).
+(the returning owner asks for them; see :mod:`gateway.cluster.replication`), and
+``ring.json`` the member list (ring id) all of them refer to: members are named by node
+id, so they are dropped when the list changes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterable
@@ -30,7 +33,9 @@ from backends.errors import BackendError
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
 
+log = logging.getLogger("squall.cluster")
 FORMAT = 1
+RING_FILE = "ring.json"  # the member list (ring id) the copies, epochs and keys are of
 CHUNK = 1 << 20
 BK = tuple[str, str]
 Version = tuple[int, int]  # (owner epoch, sequence)
@@ -101,10 +106,21 @@ class MirrorStore:
         self.locks = KeyLocks()
 
     # -- start -------------------------------------------------------------------------
-    async def load(self) -> None:
+    async def load(self, ring_id: str) -> None:
         """Read the directory (made if missing); temporary files of interrupted writes
-        are removed."""
+        are removed. What was kept under another member list (``ring_id`` differs: node
+        ids name other members now) is dropped: copies, epochs, keys acted for."""
         self.records, self.epochs, self.acted = await run_cache_blocking(self._load)
+        try:
+            kept = json.loads((self.root / RING_FILE).read_text()).get("ring")
+        except (FileNotFoundError, ValueError, AttributeError):
+            kept = None
+        if kept is None:  # a new directory, or one older than the ring file
+            await run_cache_blocking(self._save, RING_FILE, {"ring": ring_id})
+        elif kept != ring_id:
+            log.warning("%d mirror copies kept under another member list are dropped",
+                        len(self.records))
+            await self.clear(ring_id=ring_id)
 
     def _load(self) -> tuple[dict[BK, MirrorRecord], dict[int, int], dict[int, set[BK]]]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -209,6 +225,29 @@ class MirrorStore:
                 yield chunk
         finally:
             f.close()
+
+    async def clear(self, *, ring_id: str | None = None) -> int:
+        """Drop every copy (a live membership change, once nothing is unflushed anywhere:
+        they are all garbage); how many. With ``ring_id`` (the change is committed: the
+        members are renumbered) the epochs and keys acted for go too, and the copies
+        kept from now on are those of that member list. The files stay (empty), so a
+        restart does not look like a new data directory."""
+        gone = [r.path for r in self.records.values()]
+        self.records = {}
+        if ring_id is not None:
+            self.epochs, self.acted = {}, {}
+
+        def clear() -> None:
+            _unlink_all(gone)
+            for path in self.root.glob("*.mir"):  # unreadable ones too
+                path.unlink(missing_ok=True)
+            if ring_id is not None:
+                self._save("epochs.json", {})
+                self._save("acted.json", {})
+                self._save(RING_FILE, {"ring": ring_id})
+
+        await run_cache_blocking(clear)
+        return len(gone)
 
     # -- epochs and keys acted for -----------------------------------------------------
     async def raise_epoch(self, node: int, epoch: int) -> None:

@@ -18,6 +18,7 @@ from gateway.cache.tier import CacheTier
 from gateway.cluster.backend import ClusterBackend
 from gateway.cluster.forward import ClusterGateway
 from gateway.cluster.health import HealthMonitor
+from gateway.cluster.member_file import MemberFile
 from gateway.cluster.membership import Membership, load
 from gateway.cluster.mirror_store import MirrorStore
 from gateway.cluster.peer_api import PeerAPI
@@ -25,7 +26,7 @@ from gateway.cluster.peerauth import PeerAuth
 from gateway.cluster.placement import Placement
 from gateway.cluster.remote import PeerClient
 from gateway.cluster.replication import Replication
-from gateway.cluster.ring import HASH_NAME, Ring
+from gateway.cluster.ring import HASH_NAME, Ring, fingerprint
 from gateway.cluster.settings import ClusterSettings
 from gateway.cluster.transport import PeerTransport
 
@@ -39,7 +40,9 @@ class ClusterNode:
 
     def __init__(self, settings: ClusterSettings, local: Backend, cache: CacheTier | None,
                  *, registry: CollectorRegistry | None = None) -> None:
-        base = settings.ring.members
+        # The list changes are judged against: --peers, or nothing for a member file
+        # (its list is expected to change; a saved list always wins over it).
+        base = settings.ring.members if settings.peers_file is None else ()
         saved = load(settings.membership_file, base)
         version, left = 0, False
         if saved is not None:  # a live change committed since the start with --peers
@@ -64,7 +67,7 @@ class ClusterNode:
                                     registry=registry)
         self.placement = Placement(ring, self.health, settings.dirty_replicas)
         self.replication: Replication | None = None
-        if self.placement.mirrored and self._cache is not None \
+        if settings.dirty_replicas > 1 and self._cache is not None \
                 and settings.mirror_dir is not None:
             self.replication = Replication(self.placement, MirrorStore(settings.mirror_dir),
                                            self._cache, local, peers)
@@ -81,8 +84,13 @@ class ClusterNode:
         if left:
             self.membership.left = True
             self.membership.gate.clear()
+            self.depart(members)
         self.peer_api.add_route("POST", "membership", self.membership.handle)
         self.health.heard = self.membership.heard
+        self.member_file = MemberFile(self, settings.peers_file,
+                                      interval_s=settings.health_interval_s) \
+            if settings.peers_file is not None and not left else None
+        self._fresh = saved is None
         self.ready: Callable[[], bool] = lambda: True
 
     @property
@@ -111,16 +119,36 @@ class ClusterNode:
         self.placement.rebind(ring)
         self.health.rebind(ring)
 
+    def depart(self, members: tuple[str, ...]) -> None:
+        """This member was removed by a live change to ``members``: from now on it
+        forwards every client request to them (ClusterGateway), signed for their list as
+        a former member (node id ``len(members)``, which no member has). It serves no
+        key and makes no peer call of its own any more."""
+        self.membership.successors = members
+        self.auth.rebind(fingerprint(members), len(members))
+        self.transport.set_members(members, -1)
+        self._peers.clear()
+
     async def start(self) -> None:
+        departed = self.membership.left
+        if self.member_file is not None and self._fresh and not self.membership.joining:
+            await self.member_file.find_cluster()
         if self._cache is not None:
             # A joining member owns nothing yet: what it holds from an earlier life may be
-            # stale once it owns keys again.
-            await hand_off(self._cache, self.ring, keep=not self.membership.joining)
+            # stale once it owns keys again. A former member owns nothing for good.
+            await hand_off(self._cache, self.ring,
+                           keep=not (self.membership.joining or departed))
+        if departed:
+            return  # it forwards client requests, nothing more
         if self.replication is not None:
             await self.replication.start()
         self.health.start()
+        if self.member_file is not None:
+            self.member_file.start()
 
     async def stop(self) -> None:
+        if self.member_file is not None:
+            await self.member_file.stop()
         if self.replication is not None:
             await self.replication.stop()
         await self.health.stop()
@@ -133,7 +161,16 @@ class ClusterNode:
                               registry=self._registry)
 
     def describe(self) -> dict[str, Any]:
-        """``GET /_squall/cluster``: the ring, enough to compute owners, and health."""
+        """``GET /_squall/cluster``: the ring, enough to compute owners, and health (a
+        removed member: the members it forwards to, health unknown)."""
+        successors = self.membership.successors
+        if successors:
+            return {"format": RING_FORMAT, "hash": HASH_NAME,
+                    "ring_id": fingerprint(successors), "node_id": None,
+                    "members": [{"node_id": i, "url": url, "self": False,
+                                 "health": "unknown"} for i, url in enumerate(successors)],
+                    "membership_version": self.membership.version,
+                    "membership_base": self.membership.base_id, "membership": "left"}
         members = []
         for index, url in enumerate(self.ring.members):
             member: dict[str, Any] = {"node_id": index, "url": url,

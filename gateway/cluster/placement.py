@@ -28,17 +28,19 @@ class Placement:
         self.members = ring.members
         self.self_index = ring.self_index
         self.id = ring.id
-        self.replicas = max(1, min(replicas, len(ring.members)))
+        self._wanted = max(1, replicas)  # --dirty-replicas, bounded by the member count
+        self.replicas = min(self._wanted, len(ring.members))
         self._health = health
         # node -> when it claimed its keys back (it serves them even if the last health
         # check, older than that, found it down)
         self._returned: dict[int, float] = {}
 
     def rebind(self, ring: Ring) -> None:
-        """The member list changed (live membership, only with ``replicas == 1``)."""
+        """The member list changed (a committed live membership change: nothing was
+        unflushed and no mirror copy was held anywhere at that moment)."""
         self.ring, self.members = ring, ring.members
         self.self_index, self.id = ring.self_index, ring.id
-        self.replicas = 1
+        self.replicas = min(self._wanted, len(ring.members))
         self._returned.clear()
 
     @property

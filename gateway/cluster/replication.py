@@ -38,6 +38,7 @@ from gateway.cache.keylock import KeyLocks
 from gateway.cluster.mirror_store import BK, MirrorStore
 from gateway.cluster.placement import Placement
 from gateway.cluster.remote import ClaimAnswer, HeldCopy, PeerClient
+from gateway.cluster.ring import Ring
 
 log = logging.getLogger("squall.cluster")
 CLEAN_SEQ = 2 ** 62  # a drop "up to the newest": the key is clean on its serving member
@@ -52,7 +53,6 @@ class Replication:
                  local: Backend, peers: dict[int, PeerClient]) -> None:
         self.placement = placement
         self.store = store
-        self._ring = placement.ring
         self._cache = cache
         self._local = local
         self._peers = peers
@@ -61,6 +61,7 @@ class Replication:
         self._pending: dict[BK, tuple[int, int, tuple[int, ...]]] = {}
         self._acting: set[int] = set()  # owners whose keys this member has served
         self._flushed: set[BK] = set()  # keys a flush made clean since the last drops
+        self._drop_round = asyncio.Lock()  # held by a round of drops (names node ids)
         cache.on_flushed(self._was_flushed)
         self._drops = BackgroundLoop(self._drop_loop, "cluster-mirror-drops")
         self._adoptions = BackgroundLoop(self._adopt_loop, "cluster-mirror-adopt")
@@ -69,7 +70,7 @@ class Replication:
     async def start(self) -> None:
         """Load the mirror copies, claim this member's keys back, start the loops."""
         fresh = not (self.store.root / "epochs.json").exists()
-        await self.store.load()
+        await self.store.load(self._ring.id)
         await self.claim(fresh=fresh)
         self._drops.start()
         self._adoptions.start()
@@ -77,6 +78,30 @@ class Replication:
     async def stop(self) -> None:
         await self._adoptions.stop()
         await self._drops.stop()
+
+    @property
+    def _ring(self) -> Ring:
+        return self.placement.ring  # (a live membership change replaces it)
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No round of drops runs meanwhile (a live membership change renumbers the
+        members it names)."""
+        async with self._drop_round:
+            yield
+
+    async def purge(self, *, ring_id: str | None = None) -> int:
+        """Drop every copy held here (a live membership change, once every member has
+        flushed everything: they are garbage); how many. With ``ring_id`` (the change is
+        committed) the copies sent, epochs and keys acted for are forgotten too: they
+        name members by node id, which the change renumbers. Without it the change may
+        still be aborted, so the drops owed to the mirrors are still sent (a mirror that
+        missed this purge must not keep a stale copy)."""
+        if ring_id is not None:
+            self._pending.clear()
+            self._flushed.clear()
+            self._acting.clear()
+        return await self.store.clear(ring_id=ring_id)
 
     def epoch_of(self, owner: int) -> int:
         return self.store.epochs.get(owner, 0)
@@ -201,7 +226,8 @@ class Replication:
         while True:
             await asyncio.sleep(DROP_INTERVAL_S)
             try:
-                await self._drop_flushed()
+                async with self._drop_round:
+                    await self._drop_flushed()
             except Exception:
                 log.exception("telling mirrors about flushed keys failed (will retry)")
 

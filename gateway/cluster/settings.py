@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import urllib.parse
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from pathlib import Path
 from gateway.cluster.ring import Ring, normalize_url
 
 MIN_SECRET_LENGTH = 16
+_SEPARATORS = re.compile(r"[\s,]+")
 
 
 def split_peers(value: object) -> object:
@@ -27,6 +29,17 @@ def check_peers(peers: Sequence[str]) -> list[str]:
     if repeated:
         raise ValueError(f"peer URL(s) listed more than once: {', '.join(repeated)}")
     return members
+
+
+def read_members(path: Path) -> tuple[str, ...]:
+    """The member URLs a member file (``--peers-file``) lists, normalised: separated by
+    commas, spaces or new lines, ``#`` starting a comment. ValueError or OSError."""
+    text = path.read_text(encoding="utf-8")
+    urls = [u for line in text.splitlines()
+            for u in _SEPARATORS.split(line.split("#", 1)[0]) if u]
+    if not urls:
+        raise ValueError(f"{path} lists no member")
+    return tuple(check_peers(urls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +62,8 @@ class ClusterSettings:
     membership_file: Path | None = None
     #: started to join a running cluster: serves nothing until added (``squall cluster add``)
     join: bool = False
+    #: the watched member list the members came from (``--peers-file``), if any
+    peers_file: Path | None = None
 
 
 def find_self(members: Sequence[str], names: Sequence[str]) -> int:
@@ -76,10 +91,18 @@ def _is_ip(host: str) -> bool:
 def cluster_settings(peers: Sequence[str], node_id: int | None,
                      secret: str | None, *, peer_ca: Path | None = None,
                      dirty_replicas: int | None = None, mirror_dir: Path | None = None,
-                     membership_file: Path | None = None, join: bool = False
-                     ) -> ClusterSettings | None:
+                     membership_file: Path | None = None, join: bool = False,
+                     peers_file: Path | None = None) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
-    a user can act on for an inconsistent combination."""
+    a user can act on for an inconsistent combination. ``peers_file``: the members are
+    read from it (instead of ``peers``)."""
+    if peers_file is not None:
+        if peers:
+            raise ValueError("give --peers or --peers-file, not both")
+        try:
+            peers = read_members(peers_file)
+        except OSError as exc:
+            raise ValueError(f"--peers-file {peers_file}: {exc.strerror}") from None
     if not peers:
         if node_id is not None:
             raise ValueError("--node-id needs --peers (the ordered member list)")
@@ -88,8 +111,12 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
                              "keep the copies)")
         return None
     members = check_peers(peers)
-    replicas = dirty_replicas if dirty_replicas is not None else min(2, len(members))
-    if not 1 <= replicas <= len(members):
+    # With a member file the list grows and shrinks: R is kept for when the members are
+    # enough (a single member keeps no copies meanwhile).
+    growing = peers_file is not None
+    replicas = dirty_replicas if dirty_replicas is not None else \
+        2 if growing else min(2, len(members))
+    if not 1 <= replicas <= (replicas if growing else len(members)):
         raise ValueError(f"--dirty-replicas must be between 1 and the number of members "
                          f"({len(members)}), not {replicas}")
     if node_id is None:
@@ -106,4 +133,5 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
     return ClusterSettings(ring=Ring(tuple(members), node_id),
                            secret=(secret or "").encode(), peer_ca=peer_ca,
                            dirty_replicas=replicas, mirror_dir=mirror_dir,
-                           membership_file=membership_file, join=join)
+                           membership_file=membership_file, join=join,
+                           peers_file=peers_file)

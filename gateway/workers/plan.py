@@ -24,7 +24,7 @@ def member_url(index: int) -> str:
 
 def check(settings: Settings) -> None:
     """ValueError for what ``--workers N`` (N > 1) cannot run."""
-    if settings.peers:
+    if settings.peers or settings.peers_file:
         raise ValueError("--workers N cannot be combined with --peers yet: run one "
                          "single-process member per host (see docs/workers.md)")
     if settings.node_id is not None:

@@ -51,10 +51,14 @@ NOT_RUN = {
     ("cache.md", "settings = CacheSettings("): "a fragment of an API description",
     ("cache.md", "class Provisioner(Protocol)"): "an interface description",
     ("cluster.md", "from gateway.cluster.client import"): "tests/gateway/cluster routing",
-    ("cluster.md", "# members started as above, with --dirty-replicas 1"):
+    ("cluster.md", "# members started as above; a fourth one"):
         "tests/gateway/cluster/test_membership_e2e.py adds and removes members so",
     ("kubernetes.md", "docker build"): "needs Docker and a registry; tests/helm",
     ("kubernetes.md", "# one pod, posix backend"): "needs Kubernetes; tests/helm",
+    ("kubernetes.md", "helm upgrade squall helm/squall --reuse-values"):
+        "needs Kubernetes; tests/helm renders it, test_membership_e2e.py runs the file",
+    ("kubernetes.md", "# 1. the member file lists pods 0-2"):
+        "needs Kubernetes; tests/helm renders it, test_membership_e2e.py runs the file",
 }
 #: Whole documents of benchmark and load-test runs (minutes each, other machines,
 #: tools installed from the network): tests/loadtests runs their drivers briefly.

@@ -29,9 +29,9 @@ KEYS = [
     "cache_min_size", "cache_max_size", "backend_bandwidth", "backend_iops", "max_dirty_age",
     "utilization_threshold", "inactivity_delay", "flush_concurrency", "cache_admission",
     "cost_backend_size_gb", "cost_cache_bandwidth_mb_s", "peers", "node_id", "cluster_secret",
-    "peer_ca", "dirty_replicas", "join", "tls_cert", "tls_key", "lifecycle_interval",
-    "lifecycle_day_seconds",
-    "workers", "header_timeout", "body_idle_timeout", "keep_alive_timeout",
+    "peer_ca", "dirty_replicas", "join", "peers_file", "tls_cert", "tls_key",
+    "lifecycle_interval", "lifecycle_day_seconds",
+    "workers", "worker_handover", "header_timeout", "body_idle_timeout", "keep_alive_timeout",
     "max_header_bytes", "max_header_count", "max_connections", "max_requests",
     "backend_probe_interval", "public_status", "status_token", "users_file", "qos"
 ]
@@ -43,9 +43,9 @@ FLAGS = [
     "--cache-max-size", "--max-dirty-age", "--utilization-threshold", "--inactivity-delay",
     "--flush-concurrency", "--cache-admission", "--backend-bandwidth", "--backend-iops",
     "--cost-backend-size-gb", "--cost-cache-bandwidth-mb-s", "--lifecycle-interval",
-    "--lifecycle-day-seconds", "--workers", "--peers", "--node-id", "--cluster-secret",
-    "--peer-ca", "--dirty-replicas", "--tls-cert", "--tls-key", "--header-timeout",
-    "--body-idle-timeout",
+    "--lifecycle-day-seconds", "--workers", "--no-worker-handover", "--peers", "--node-id",
+    "--cluster-secret", "--peer-ca", "--dirty-replicas", "--peers-file", "--tls-cert",
+    "--tls-key", "--header-timeout", "--body-idle-timeout",
     "--keep-alive-timeout", "--max-header-bytes", "--max-header-count", "--max-connections",
     "--max-requests", "--backend-probe-interval", "--public-status", "--status-token",
     "--log-level"

@@ -25,6 +25,7 @@ import yaml
 from botocore.config import Config
 
 from backends.s3.config import parse_config
+from gateway.cluster.settings import cluster_settings
 from gateway.settings import Settings, load_settings
 from tests.support.server import SquallProcess
 
@@ -99,7 +100,9 @@ def env_of(resources: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[s
 
 
 def config_file(resources: dict[tuple[str, str], dict[str, Any]]) -> str:
-    return str(one(resources, "ConfigMap")["data"]["squall.toml"])
+    (found,) = [r for (k, _), r in resources.items()
+                if k == "ConfigMap" and "squall.toml" in r["data"]]
+    return str(found["data"]["squall.toml"])
 
 
 def test_without_go_the_script_says_so(tmp_path: Path) -> None:
@@ -138,6 +141,53 @@ def test_three_pods_get_the_ordered_member_list_and_their_ordinal(
     assert service["publishNotReadyAddresses"] is True
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
     assert service["selector"].items() <= pod_labels.items()
+
+
+def test_live_membership_reads_a_watched_member_file(
+        tools: dict[str, str], renderings: Path, tmp_path: Path) -> None:
+    """The member list is a ConfigMap of its own, mounted as a directory (updated in
+    place by the kubelet) and outside the pods' checksum: a new list restarts no pod."""
+    resources = manifests(renderings, "live")
+    sts = one(resources, "StatefulSet")
+    name, headless = sts["metadata"]["name"], sts["spec"]["serviceName"]
+    env = env_of(resources)
+    assert "SQUALL_PEERS" not in env
+    assert env["SQUALL_PEERS_FILE"]["value"] == "/etc/squall-members/members"
+    assert env["SQUALL_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"].endswith("pod-index']")
+    mount = next(m for m in container(resources)["volumeMounts"] if m["name"] == "members")
+    assert mount == {"name": "members", "mountPath": "/etc/squall-members", "readOnly": True}
+    volume = next(v for v in sts["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "members")
+    listed = resources[("ConfigMap", volume["configMap"]["name"])]["data"]["members"]
+    port = container(resources)["ports"][0]["containerPort"]
+    urls = [f"http://{name}-{i}.{headless}.{NAMESPACE}.svc.cluster.local:{port}"
+            for i in range(2)]  # liveMembership.members: 2 of the 3 pods
+    assert listed.split() == urls and sts["spec"]["replicas"] == 3
+    members = tmp_path / "members"
+    members.write_text(listed)
+    clustering = cluster_settings([], 1, "s" * 16, peers_file=members)
+    assert clustering is not None and list(clustering.ring.members) == urls
+
+    def render(*values: str) -> dict[tuple[str, str], dict[str, Any]]:
+        proc = subprocess.run(
+            [tools["helm"], "template", "squall", str(CHART), "--kube-version",
+             KUBE_VERSIONS[-1], "--namespace", NAMESPACE, "-f",
+             str(CHART / "ci" / "live-values.yaml"), *values],
+            capture_output=True, text=True, timeout=120, check=True)
+        return {(d["kind"], d["metadata"]["name"]): d
+                for d in yaml.safe_load_all(proc.stdout) if d}
+
+    two, three = render(), render("--set", "liveMembership.members=3")
+    assert len(one_named(three, "-members")["data"]["members"].split()) == 3
+    before, after = one(two, "StatefulSet")["spec"], one(three, "StatefulSet")["spec"]
+    for spec in (before, after):  # (each rendering generates its own credentials)
+        spec["template"]["metadata"]["annotations"].pop("checksum/secret")
+    assert after == before  # no pod restarts
+
+
+def one_named(resources: dict[tuple[str, str], dict[str, Any]], suffix: str) -> dict[str, Any]:
+    (found,) = [r for (_, n), r in resources.items() if n.endswith(suffix)]
+    return found
 
 
 @pytest.mark.parametrize("value_set", ["default", "single"])
@@ -348,6 +398,12 @@ def test_rendered_config_and_secret_start_a_gateway(renderings: Path, tmp_path: 
     (["--set", "backend.s3.endpoint=s3.example.com/path"], "backend/s3/endpoint"),
     (["--set", "replicas=3"], "additional properties 'replicas' not allowed"),
     (["--set", "config.durability=sometimes"], "config/durability"),
+    (["--set", "liveMembership.enabled=true"],
+     "backend.posix.existingClaim is required with liveMembership.enabled"),
+    (["--set", "liveMembership.enabled=true,liveMembership.members=2",
+      "--set", "backend.posix.existingClaim=shared"],
+     "liveMembership.members (2) cannot be above replicaCount (1)"),
+    (["--set", "config.peers_file=/x"], "config.peers_file is set by the chart"),
 ])
 def test_bad_values_are_refused_with_a_clear_message(
         tools: dict[str, str], values: list[str], message: str) -> None:

@@ -90,10 +90,31 @@ through the pods' stable DNS names under the headless Service.
 {{- $fullname := include "squall.fullname" . -}}
 {{- $domain := printf "%s.%s.svc.%s" (include "squall.headlessName" .) .Release.Namespace .Values.clusterDomain -}}
 {{- $urls := list -}}
-{{- range $ordinal := until (int .Values.replicaCount) -}}
+{{- range $ordinal := until (int (include "squall.memberCount" .)) -}}
 {{- $urls = append $urls (printf "http://%s-%d.%s:%d" $fullname $ordinal $domain (int $.Values.port)) -}}
 {{- end -}}
 {{- join "," $urls -}}
+{{- end -}}
+
+{{/*
+How many pods the member list names: replicaCount, or with live membership
+liveMembership.members when set (at most replicaCount).
+*/}}
+{{- define "squall.memberCount" -}}
+{{- $live := .Values.liveMembership -}}
+{{- if and $live.enabled (not (kindIs "invalid" $live.members)) -}}
+{{- if gt (int $live.members) (int .Values.replicaCount) -}}
+{{- fail (printf "liveMembership.members (%d) cannot be above replicaCount (%d): the member file would list pods that do not exist" (int $live.members) (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- int $live.members -}}
+{{- else -}}
+{{- int .Values.replicaCount -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the pods form a cluster (several pods, or live membership). */}}
+{{- define "squall.clustered" -}}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.liveMembership.enabled -}}true{{- end -}}
 {{- end -}}
 
 {{/* Squall's backend setting (KIND:ARGS), with a clear error for an impossible set-up. */}}
@@ -104,6 +125,8 @@ through the pods' stable DNS names under the headless Service.
 {{- printf "posix:%s" $b.posix.mountPath -}}
 {{- else if gt (int .Values.replicaCount) 1 -}}
 {{- fail "backend.posix.existingClaim is required when replicaCount > 1: the pods must share one backend (a ReadWriteMany claim), or use backend.type=s3" -}}
+{{- else if .Values.liveMembership.enabled -}}
+{{- fail "backend.posix.existingClaim is required with liveMembership.enabled: the pods it adds must share one backend (a ReadWriteMany claim), or use backend.type=s3" -}}
 {{- else -}}
 posix:/var/lib/squall/objects
 {{- end -}}
@@ -165,7 +188,7 @@ cache_dir = "/var/lib/squall-cache"
 {{- end }}
 backend = {{ include "squall.tomlValue" (include "squall.backend" .) }}
 {{- range $name, $value := .Values.config }}
-{{- if has $name (list "listen" "data_dir" "cache_dir" "backend" "peers" "node_id" "cluster_secret" "access_key" "secret_key") }}
+{{- if has $name (list "listen" "data_dir" "cache_dir" "backend" "peers" "peers_file" "node_id" "cluster_secret" "access_key" "secret_key") }}
 {{- fail (printf "config.%s is set by the chart (see values.yaml); remove it from config" $name) }}
 {{- end }}
 {{- range $item := ternary $value (list $value) (kindIs "slice" $value) }}

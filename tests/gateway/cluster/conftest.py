@@ -24,20 +24,27 @@ SLOW_BACKEND = ("--backend-bandwidth", "1B/s", "--inactivity-delay", "3600")
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, args: Sequence[str] = (), *,
-                 status_token: str | None = None) -> None:
+                 status_token: str | None = None, peers_file: Path | None = None) -> None:
         """``status_token``: the status views closed (the gateway's default) and read
-        with this bearer token; else open to unsigned reads."""
+        with this bearer token; else open to unsigned reads. ``peers_file``: the members
+        read the list from this file (written here) instead of ``--peers``."""
+        self.peers_file = peers_file
         self.root = root
+        self.args = tuple(args)
         self.status_token = status_token
         ports = [free_port() for _ in range(size)]
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
+        if peers_file is not None:
+            peers_file.write_text("\n".join(self.urls) + "\n")
         self.nodes = [self.member(i, ports[i], args) for i in range(size)]
         self.clients: list[Any] = []
 
     def member(self, node: int, port: int, args: Sequence[str]) -> SquallProcess:
         token = ["--status-token", self.status_token] if self.status_token else []
+        peers = ["--peers", ",".join(self.urls)] if self.peers_file is None \
+            else ["--peers-file", str(self.peers_file)]
         return SquallProcess(self.root / f"node{node}", [
-            "--backend", f"posix:{self.root / 'shared'}", "--peers", ",".join(self.urls),
+            "--backend", f"posix:{self.root / 'shared'}", *peers,
             "--node-id", str(node), "--min-part-size", "1024", *token, *args],
             env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port,
             public_status=self.status_token is None)

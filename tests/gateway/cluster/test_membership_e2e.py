@@ -3,13 +3,15 @@
 Real members over one shared posix directory; the backend is throttled and flushes only
 what is hurried (a hand-off, a sync), so writes stay unflushed in their owner's cache
 until they move. A thread does PUT/GET pairs through a member that stays during every
-change and checks read-after-write."""
+change and checks read-after-write. With ``--dirty-replicas 1`` and with mirrored
+write-back (``--dirty-replicas 2``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -30,8 +32,10 @@ from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_por
 
 # A slow backend (16 objects of 512 B a second): most writes are still unflushed in their
 # owner's cache when a change starts, and the hand-off has to flush them.
-ARGS = ("--dirty-replicas", "1", "--backend-bandwidth", "8KB/s", "--cache-admission", "cache",
+SLOW = ("--backend-bandwidth", "8KB/s", "--cache-admission", "cache",
         "--inactivity-delay", "3600")
+ARGS = ("--dirty-replicas", "1", *SLOW)
+MIRRORED = ("--dirty-replicas", "2", *SLOW)
 
 
 def squall(*args: str, access_key: str = ACCESS_KEY,
@@ -97,17 +101,32 @@ def check_all(endpoints: list[str], bucket: str, expected: dict[str, bytes]) -> 
 
 def check_backend(root: Path, bucket: str, expected: dict[str, bytes]) -> None:
     shared = root / "shared"
+    stored = {p.read_bytes() for p in shared.rglob("*") if p.is_file()}
     for key, data in expected.items():
-        found = [p for p in shared.rglob("*") if p.is_file() and p.read_bytes() == data]
-        assert found, f"{key} did not reach the backend"
+        assert data in stored, f"{key} did not reach the backend"
+
+
+def wait_health(endpoint: str, url: str, health: str, timeout: float = 30.0) -> None:
+    """Wait until the member at ``endpoint`` reports ``health`` for member ``url``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {m["url"]: m["health"] for m in view(endpoint)["members"]}
+        if seen.get(url) == health:
+            return
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.2)
+
+
+def mirror_copies(data_dir: Path) -> int:
+    return len(list((data_dir / "mirror").glob("*.mir")))
 
 
 EXTRA: list[SquallProcess] = []
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path, size=2, args=ARGS).start()
+@pytest.fixture(params=[ARGS])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path, size=2, args=request.param).start()
     yield cluster
     for node in [*cluster.nodes, *EXTRA]:
         if node.proc is not None and node.proc.poll() is None:
@@ -121,15 +140,18 @@ def joiner(cluster: Cluster) -> SquallProcess:
     node = SquallProcess(cluster.root / "node-new", [
         "--backend", f"posix:{cluster.root / 'shared'}",
         "--peers", ",".join([*cluster.urls, url]), "--node-id", str(len(cluster.urls)),
-        "--join", "--min-part-size", "1024", *ARGS],
+        "--join", "--min-part-size", "1024", *cluster.args],
         env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port).start()
     EXTRA.append(node)
     return node
 
 
-def test_a_member_is_added_and_one_removed_live(pair: Cluster) -> None:
-    cluster = pair
-    bucket = f"m-{uuid.uuid4().hex[:10]}"
+def add_then_remove(cluster: Cluster, bucket: str
+                    ) -> tuple[dict[str, bytes], SquallProcess, list[str]]:
+    """Two members over a slow backend: add a third while a writer goes on through
+    member 0, then remove member 1 the same way; check every acknowledged object
+    through every remaining member, and on the backend after ``squall sync``. The
+    objects written, the added member, the remaining endpoints."""
     cluster.clients[0].create_bucket(Bucket=bucket)
     written = {f"before/{i}": body(f"before/{i}") for i in range(60)}
     for i, (key, data) in enumerate(written.items()):
@@ -178,21 +200,39 @@ def test_a_member_is_added_and_one_removed_live(pair: Cluster) -> None:
     for endpoint in remaining:
         assert [m["url"] for m in view(endpoint)["members"]] == remaining
     check_all(remaining, bucket, written)
+    # The removed member forwards its clients' requests to the members that remain.
     left = make_client(cluster.nodes[1].endpoint)
-    with pytest.raises(Exception, match="has left the cluster"):
-        left.get_object(Bucket=bucket, Key="before/0")
+    assert view(cluster.nodes[1].endpoint)["membership"] == "left"
+    assert [m["url"] for m in view(cluster.nodes[1].endpoint)["members"]] == remaining
+    for i in range(6):
+        key = f"via-removed/{i}"
+        written[key] = body(key)
+        left.put_object(Bucket=bucket, Key=key, Body=written[key])
+    check_all([cluster.nodes[1].endpoint, *remaining], bucket, written)
+    listed = left.list_objects_v2(Bucket=bucket, Prefix="via-removed/")["Contents"]
+    assert sorted(o["Key"] for o in listed) == [f"via-removed/{i}" for i in range(6)]
 
     for node in (cluster.nodes[0], new):
         done = run_sync(node, timeout=180)
         assert done.returncode == 0, done.stderr
-    check_backend(cluster.root, bucket, {k: written[k] for k in list(written)[:20]})
+    check_backend(cluster.root, bucket, written)
     check_all(remaining, bucket, written)
+    return written, new, remaining
+
+
+def test_a_member_is_added_and_one_removed_live(pair: Cluster) -> None:
+    bucket = f"m-{uuid.uuid4().hex[:10]}"
+    written, new, remaining = add_then_remove(pair, bucket)
 
     # A member that restarts keeps the committed list (saved in its data directory).
     new.stop()
     new.start()
     assert [m["url"] for m in view(new.endpoint)["members"]] == remaining
     check_all([new.endpoint], bucket, written)
+    removed = pair.nodes[1]  # and a removed one still forwards
+    removed.stop()
+    removed.start()
+    check_all([removed.endpoint], bucket, written)
 
 
 def test_bad_membership_changes_get_clear_errors(pair: Cluster) -> None:
@@ -227,14 +267,29 @@ def test_bad_membership_changes_get_clear_errors(pair: Cluster) -> None:
     assert last.returncode == 1 and "cannot remove the last member" in last.stderr
 
 
-def test_membership_changes_need_one_dirty_replica(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, size=2).start()  # default: mirrored write-back (R = 2)
-    try:
-        refused = squall("cluster", "add", f"http://127.0.0.1:{free_port()}",
-                         "--endpoint", cluster.nodes[0].endpoint)
-        assert refused.returncode == 1 and "--dirty-replicas 1" in refused.stderr
-    finally:
-        cluster.stop()
+@pytest.mark.parametrize("pair", [MIRRORED], indirect=True)
+def test_mirrored_members_are_added_and_removed_live(pair: Cluster) -> None:
+    """With --dirty-replicas 2 the hand-off flushes every unflushed write and drops the
+    mirror copies before the members are renumbered; writes made after the changes are
+    mirrored again under the new list: they survive a member and its disk."""
+    cluster = pair
+    for node in range(2):  # a member not yet seen up keeps its keys for a while
+        cluster.wait_health(node, ["up"] * 2)
+    bucket = f"r-{uuid.uuid4().hex[:10]}"
+    written, new, remaining = add_then_remove(cluster, bucket)
+    assert "mirror copies of flushed writes dropped" in new.log_path.read_text()
+
+    after = {f"after/{i}": body(f"after/{i}") for i in range(24)}
+    for i, (key, data) in enumerate(after.items()):
+        make_client(remaining[i % 2]).put_object(Bucket=bucket, Key=key, Body=data)
+    assert mirror_copies(cluster.nodes[0].data_dir) and mirror_copies(new.data_dir)
+
+    # The added member dies with its disk: member 0 serves its writes from the copies.
+    new.kill()
+    shutil.rmtree(new.data_dir)
+    wait_health(remaining[0], new.endpoint, "down")
+    check_all(remaining[:1], bucket, {**written, **after})
+    assert "takes over the keys" in cluster.nodes[0].log_path.read_text()
 
 
 def test_a_member_that_missed_a_change_adopts_it_from_the_others(pair: Cluster) -> None:
@@ -260,3 +315,59 @@ def test_a_member_that_missed_a_change_adopts_it_from_the_others(pair: Cluster) 
     for key, data in written.items():
         make_client(cluster.nodes[1].endpoint).put_object(Bucket=bucket, Key=key, Body=data)
     check_all(members, bucket, written)
+
+
+def wait_members(endpoint: str, members: list[str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while [m["url"] for m in view(endpoint)["members"]] != members:
+        assert time.monotonic() < deadline, view(endpoint)
+        time.sleep(0.2)
+
+
+def test_members_follow_a_watched_member_file(tmp_path: Path) -> None:
+    """--peers-file, as the Helm chart runs it: one member; a second started from a file
+    that lists both joins (the first sees the file and adds it), and the two mirror each
+    other's writes (R = 2 by default with a member file); then the first is left out of
+    the file and removed: it hands everything off and forwards."""
+    members = tmp_path / "members"
+    cluster = Cluster(tmp_path, size=1, args=SLOW, peers_file=members).start()
+    EXTRA.clear()
+    try:
+        bucket = f"f-{uuid.uuid4().hex[:10]}"
+        cluster.clients[0].create_bucket(Bucket=bucket)
+        written = {f"k{i}": body(f"k{i}") for i in range(20)}
+        for key, data in written.items():
+            cluster.clients[0].put_object(Bucket=bucket, Key=key, Body=data)
+
+        port = free_port()
+        second = f"http://127.0.0.1:{port}"
+        members.write_text(f"{cluster.urls[0]}  # the first pod\n{second}\n")
+        new = SquallProcess(tmp_path / "node1", [
+            "--backend", f"posix:{tmp_path / 'shared'}", "--peers-file", str(members),
+            "--node-id", "1", "--min-part-size", "1024", *SLOW],
+            env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port).start()
+        EXTRA.append(new)
+        both = [cluster.urls[0], second]
+        for endpoint in both:
+            wait_members(endpoint, both)
+        assert "it joins them" in new.log_path.read_text()
+        wait_health(second, cluster.urls[0], "up")
+        for i in range(20):
+            key = f"after/{i}"
+            written[key] = body(key)
+            make_client(both[i % 2]).put_object(Bucket=bucket, Key=key, Body=written[key])
+        assert mirror_copies(cluster.nodes[0].data_dir) and mirror_copies(new.data_dir)
+        check_all(both, bucket, written)
+
+        members.write_text(f"{second}\n")  # the first member goes
+        wait_members(second, [second])
+        assert view(cluster.urls[0])["membership"] == "left"
+        check_all([second, cluster.urls[0]], bucket, written)
+        done = run_sync(new, timeout=180)
+        assert done.returncode == 0, done.stderr
+        check_backend(tmp_path, bucket, written)
+    finally:
+        for node in [*cluster.nodes, *EXTRA]:
+            if node.proc is not None and node.proc.poll() is None:
+                node.stop()
+        EXTRA.clear()

@@ -64,3 +64,13 @@ def test_one_replica_ignores_health() -> None:
     health._record(1, Health.UP, None, 1.0)
     health._record(1, Health.DOWN, "refused", 1.0)
     assert where.owner("b", key) == 1 and where.mirrors("b", key) == []
+
+
+def test_a_membership_change_keeps_the_replicas_the_members_allow() -> None:
+    where, _ = placement(2)
+    where.rebind(Ring.of(URLS[:1] + URLS[2:], 0))
+    assert where.replicas == 2 and where.mirrored
+    where.rebind(Ring.of(URLS[:1], 0))
+    assert where.replicas == 1 and not where.mirrored
+    where.rebind(Ring.of(URLS, 0))
+    assert where.replicas == 2

@@ -95,3 +95,21 @@ def test_dirty_replicas_default_and_bounds() -> None:
     with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --peers"):
         cluster_settings([], None, None, dirty_replicas=2)
     assert load_settings(dirty_replicas=1).dirty_replicas == 1
+
+
+def test_a_member_file_lists_the_members(tmp_path: Path) -> None:
+    members = tmp_path / "members"
+    members.write_text("# the StatefulSet's pods\nhttp://A:1, http://b:1\n\nhttp://c:1 # new\n")
+    settings = cluster_settings([], 2, SECRET, peers_file=members)
+    assert settings is not None and settings.peers_file == members
+    assert settings.ring.members == ("http://a:1", "http://b:1", "http://c:1")
+    with pytest.raises(ValueError, match="give --peers or --peers-file, not both"):
+        cluster_settings(["http://a:1"], 0, SECRET, peers_file=members)
+    with pytest.raises(ValueError, match="No such file"):
+        cluster_settings([], 0, SECRET, peers_file=tmp_path / "missing")
+    members.write_text("http://a:1\n")  # one pod: copies once a second member joins
+    alone = cluster_settings([], 0, SECRET, peers_file=members)
+    assert alone is not None and alone.dirty_replicas == 2
+    members.write_text("# nobody yet\n")
+    with pytest.raises(ValueError, match="lists no member"):
+        cluster_settings([], 0, SECRET, peers_file=members)
