@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import urllib.parse
@@ -44,6 +45,7 @@ from gateway.auth.status import TRUSTED, StatusGate, is_status_path
 from gateway.cluster.node import describe_single
 from gateway.cluster.peer_api import request_body
 from gateway.dashboard.workers import front_routes
+from gateway.workers.handover import HandoverStats
 from gateway.workers.links import ERRORS, Answer, WorkerLinks, describe
 
 HEALTH_TIMEOUT_S = 2.0
@@ -80,9 +82,16 @@ class WorkerFront:
             self._routes[("POST", "/_squall/sync")] = self.sync
             self._routes.update(front_routes(links, index))  # /_squall/ui/data, merged
 
+    #: this worker's connection hand-over counters, when hand-over is on
+    handover: HandoverStats | None = None
+
     @property
-    def identity(self) -> dict[str, int]:
-        return {"id": self._index, "count": self._links.count, "pid": os.getpid()}
+    def identity(self) -> dict[str, Any]:
+        identity: dict[str, Any] = {"id": self._index, "count": self._links.count,
+                                    "pid": os.getpid()}
+        if self.handover is not None:
+            identity["handover"] = dataclasses.asdict(self.handover)
+        return identity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

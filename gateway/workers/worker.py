@@ -31,7 +31,9 @@ from gateway.app import build_app, user_directory
 from gateway.components import Components, build_components
 from gateway.credentials import Credentials
 from gateway.server import (
+    GRACEFUL_SHUTDOWN_S,
     configure_logging,
+    limits_of,
     reload_on_sighup,
     server_tls,
     tune_gc,
@@ -39,7 +41,7 @@ from gateway.server import (
 )
 from gateway.settings import Settings
 from gateway.tls import ServerTls
-from gateway.workers import control
+from gateway.workers import control, handover
 from gateway.workers.front import WorkerFront
 from gateway.workers.links import WorkerLinks
 from gateway.workers.sockets import BACKLOG, unix_listener
@@ -70,12 +72,29 @@ class Worker:
         self.control_sock = control_sock
         self.links = WorkerLinks(self.sockets)
         self._stop_now = asyncio.Event()
+        self.sender: handover.HandoverSender | None = None
+        self.handover_stats = handover.HandoverStats()
 
-    def _config(self, app: object, tls: ServerTls | None = None) -> uvicorn.Config:
+    def _config(self, app: object, tls: ServerTls | None = None,
+                **overrides: Any) -> uvicorn.Config:
         level = "debug" if self.settings.log_level == "debug" else "warning"
         return uvicorn_config(app, self.settings, lifespan="off", log_config=None,  # type: ignore[arg-type]
                               log_level=level, tls=tls,
-                              on_slowdown=self.components.metrics.count_slowdown)
+                              on_slowdown=self.components.metrics.count_slowdown, **overrides)
+
+    def _handover_protocol(self) -> type[handover.HandoverHttpProtocol] | None:
+        """The public port's protocol with connection hand-over (docs/workers.md), when
+        it is on and the port is plain HTTP (TLS state cannot move: proxied)."""
+        cluster = self.components.cluster
+        if (not self.settings.worker_handover or not handover.SUPPORTED
+                or self.tls is not None or cluster is None):
+            return None
+        self.sender = handover.HandoverSender(
+            {k: handover.handover_path(path) for k, path in enumerate(self.sockets)
+             if k != self.index}, self.handover_stats)
+        owners = handover.KeyOwners(cluster.placement, self.settings.domain)
+        limits = limits_of(self.settings, self.components.metrics.count_slowdown)
+        return handover.protocol_class(limits, owners, self.sender)
 
     async def run(self) -> int:
         reader, writer = await asyncio.open_connection(sock=self.control_sock)
@@ -100,13 +119,23 @@ class Worker:
         own = WorkerFront(app, index=self.index, links=self.links,
                           status=self.components.status, fan_out=False)
         peer = _Server(self._config(own))
-        public = _Server(self._config(front, self.tls))
+        protocol = self._handover_protocol()
+        if protocol is not None:
+            front.handover = own.handover = self.handover_stats
+        public = _Server(self._config(front, self.tls) if protocol is None
+                         else self._config(front, self.tls, http=protocol))
+        receiver: handover.HandoverReceiver | None = None
         peer_task = asyncio.ensure_future(peer.serve(sockets=[peer_sock]))
         public_task = asyncio.ensure_future(public.serve(sockets=[self.listener]))
         try:
             try:
                 await _started(peer, peer_task)
                 await _started(public, public_task)
+                if protocol is not None:  # adopts into the public server, once it runs
+                    receiver = handover.HandoverReceiver(
+                        handover.handover_path(self.sockets[self.index]),
+                        handover.adopter(public), self.handover_stats)
+                    receiver.start()
             except Exception as exc:
                 log.exception("worker %d cannot serve", self.index)
                 writer.write(control.error_line(1, f"worker {self.index} cannot serve: {exc}"))
@@ -122,11 +151,18 @@ class Worker:
                 with contextlib.suppress(OSError):
                     await writer.drain()
                 await self._wait(reader, {peer_task})
+            if receiver is not None:  # every worker has drained: nothing more comes
+                receiver.close()
+                await handover.finish(public, GRACEFUL_SHUTDOWN_S)
             if self.components.cluster is not None:  # the others stop too: no alarms
                 await self.components.cluster.health.stop()
             peer.should_exit = True
             await peer_task
         finally:
+            if receiver is not None:
+                receiver.close()
+            if self.sender is not None:
+                self.sender.close()
             for task in (public_task, peer_task, watch):
                 task.cancel()
             await self.links.aclose()
