@@ -16,7 +16,7 @@ from tests.conftest import make_client
 from tests.support.server import ACCESS_KEY, SquallProcess
 from tests.support.signing import send
 
-LINE = re.compile(r"INFO squall\.access (?P<id>[0-9A-F]+) (?P<op>\S+) (?P<method>[A-Z]+) "
+LINE = re.compile(r"INFO (?:worker-\d+ )?squall\.access (?P<id>[0-9A-F]+) (?P<op>\S+) (?P<method>[A-Z]+) "
                   r"(?P<path>\S+) (?P<status>\d{3}) (?P<code>\S+) (?P<key>\S+) "
                   r"(?P<bytes_in>\S+) (?P<bytes_out>\S+) (?P<ms>\d+\.\d)ms$")
 
