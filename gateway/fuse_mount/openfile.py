@@ -63,6 +63,18 @@ class WriteConfig:
     #: blocks the buffer may hold beyond a full one while that one still has a hole: the
     #: kernel sends several writes at once and they arrive here in any order
     hold_blocks: int = 2
+    #: blocks streamed with a hole that are kept to be patched by a write arriving later
+    patch_blocks: int = 2
+
+
+@dataclass(slots=True)
+class _Patchable:
+    """A block streamed while it still had holes (zeros of writes not arrived yet)."""
+
+    number: int  # its part number
+    data: bytes | bytearray  # the bytes sent (owned by the upload: copied to patch)
+    holes: list[tuple[int, int]]  # absolute offsets
+    patched: bool = False  # holds bytes the gateway does not have yet
 
 
 class OpenFile:
@@ -92,6 +104,9 @@ class OpenFile:
         # Ranges [start, end) of the buffer not written yet (zeros of a write past the end),
         # in order: a block is not streamed while a write out of order may still fill one.
         self._holes: list[tuple[int, int]] = []
+        # Streamed blocks that still have holes, by their offset: a write that arrives after
+        # its block was sent patches the block, which is uploaded again (same part number).
+        self._patchable: dict[int, _Patchable] = {}
         self._base: tuple[str, int] | None = None  # (etag, length) of the committed object
         self._uploader: PartUploader | None = None
         self._staging: int | None = None
@@ -122,32 +137,43 @@ class OpenFile:
         return written
 
     def _write(self, offset: int, data: bytes) -> int:
+        written = len(data)
         with self.lock, self._guard():
             if self.state is State.PRISTINE:
                 self._leave_pristine(append=offset == self.size)
-            if self.state is State.STREAMING and offset < self._flushed:
-                self._stage()
-            if self.state is State.STREAMING:
-                if offset > self.size:
-                    self._append_zeros(offset - self.size)
-                rel = offset - self._flushed
-                if rel == len(self._buf):
-                    self._buf += data
-                else:
-                    self._buf[rel:rel + len(data)] = data
-                if self._holes:
-                    self._fill(offset, offset + len(data))
-                if offset + len(data) > self.size:  # the file grows: stream full blocks
-                    self.size = offset + len(data)
-                    self._drain()
-            else:
-                assert self._staging is not None
-                os.pwrite(self._staging, data, offset)
-                self.size = max(self.size, offset + len(data))
+            if (self.state is State.STREAMING and offset < self._flushed
+                    and self._patch(offset, data)):  # late bytes of streamed blocks
+                skip = min(len(data), self._flushed - offset)
+                offset, data = offset + skip, data[skip:]
+            if data:
+                self._store_bytes(offset, data)
             self.dirty = True
             if not self._cfg.kernel_times:
                 self.mtime_ns, self._mtime_set = time.time_ns(), False
-            return len(data)
+            return written
+
+    def _store_bytes(self, offset: int, data: bytes) -> None:
+        if self.state is State.STREAMING and offset < self._flushed:
+            log.info("%s: a write at %d, before the %d bytes already streamed, moves "
+                     "the file to its staging file", self.key, offset, self._flushed)
+            self._stage()
+        if self.state is State.STREAMING:
+            if offset > self.size:
+                self._append_zeros(offset - self.size)
+            rel = offset - self._flushed
+            if rel == len(self._buf):
+                self._buf += data
+            else:
+                self._buf[rel:rel + len(data)] = data
+            if self._holes:
+                self._fill(offset, offset + len(data))
+            if offset + len(data) > self.size:  # the file grows: stream full blocks
+                self.size = offset + len(data)
+                self._drain()
+        else:
+            assert self._staging is not None
+            os.pwrite(self._staging, data, offset)
+            self.size = max(self.size, offset + len(data))
 
     def read(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` of the content as written here so far."""
@@ -320,6 +346,7 @@ class OpenFile:
         self._close_staging()
         self._buf = bytearray()
         self._holes = []
+        self._patchable = {}
         self._flushed = 0
         self._base = None
         self.state = State.STREAMING
@@ -336,18 +363,45 @@ class OpenFile:
             count -= chunk
             self._drain()
 
+    def _patch(self, offset: int, data: bytes) -> bool:
+        """Write the part of ``data`` before ``flushed`` into kept streamed blocks and upload
+        them again; False (nothing done) unless those blocks hold every such byte."""
+        uploader = self._uploader
+        if uploader is None or not self._patchable:
+            return False
+        end = min(offset + len(data), self._flushed)
+        block = self._cfg.block_size
+        found: list[tuple[int, _Patchable]] = []
+        pos = offset
+        while pos < end:
+            start = next((s for s in self._patchable if s <= pos < s + block), None)
+            if start is None:
+                return False
+            found.append((start, self._patchable[start]))
+            pos = start + block
+        for start, kept in found:
+            lo, hi = max(offset, start), min(end, start + len(kept.data))
+            if not kept.patched:  # the bytes sent may still be read by their upload
+                kept.data, kept.patched = bytearray(kept.data), True
+            assert isinstance(kept.data, bytearray)
+            kept.data[lo - start:hi - start] = data[lo - offset:hi - offset]
+            kept.holes = _without(kept.holes, lo, hi)
+            if not kept.holes:  # complete: sent again now, once
+                del self._patchable[start]
+                self._send_patch(uploader, kept)
+        return True
+
+    @staticmethod
+    def _send_patch(uploader: PartUploader, kept: _Patchable) -> None:
+        """Upload a patched block again under its part number (once per block: when its
+        holes are all filled, when it is dropped, or at commit)."""
+        if kept.patched:
+            uploader.replace(kept.number, kept.data)
+            kept.patched = False
+
     def _fill(self, start: int, end: int) -> None:
         """Bytes ``[start, end)`` were written: they are no hole any more."""
-        holes: list[tuple[int, int]] = []
-        for s, e in self._holes:
-            if e <= start or s >= end:
-                holes.append((s, e))
-                continue
-            if s < start:
-                holes.append((s, start))
-            if e > end:
-                holes.append((end, e))
-        self._holes = holes
+        self._holes = _without(self._holes, start, end)
 
     def _drain(self) -> None:
         block = self._cfg.block_size
@@ -363,12 +417,24 @@ class OpenFile:
             else:
                 part = self._buf[:block]
                 del self._buf[:block]
-            self._flushed += block
+            start, self._flushed = self._flushed, self._flushed + block
+            holes = [(s, min(e, self._flushed)) for s, e in self._holes if s < self._flushed]
             self._holes = [(max(s, self._flushed), e) for s, e in self._holes
                            if e > self._flushed]
-            self._uploader.add(part, wait=False)
+            number = self._uploader.add(part, wait=False)
+            if holes:
+                self._keep_for_patches(start, _Patchable(number, part, holes))
         if self._uploader is not None:
             self._uploader.check()
+
+    def _keep_for_patches(self, start: int, kept: _Patchable) -> None:
+        """Keep a block streamed with holes (at most ``patch_blocks``: the oldest goes; a
+        write into it later stages the file)."""
+        self._patchable[start] = kept
+        while len(self._patchable) > self._cfg.patch_blocks:
+            dropped = self._patchable.pop(min(self._patchable))
+            if self._uploader is not None:
+                self._send_patch(self._uploader, dropped)
 
     def _stored_metadata(self, *, final: bool) -> dict[str, str]:
         """The user metadata to store with the content: the attributes, and the mtime when
@@ -401,10 +467,13 @@ class OpenFile:
             return self._store.put(self.key, self._buf, self._stored_metadata(final=True))
         if self._uploader is None:
             self._uploader = self._new_uploader(final=True)
+        for kept in self._patchable.values():  # patched blocks with holes left (zeros)
+            self._send_patch(self._uploader, kept)
         if self._buf:  # complete() returns once it is sent: the buffer is not copied
             self._uploader.add(self._buf)
         etag = self._uploader.complete()
         sent, self._uploader = self._uploader.metadata, None
+        self._patchable = {}  # its parts are the object now
         wanted = self._stored_metadata(final=False)
         if self._write_time():  # the close time: only worth storing with the content
             wanted.pop("mtime", None)
@@ -462,6 +531,20 @@ class OpenFile:
         if self._staging is not None:
             os.close(self._staging)
             self._staging = None
+
+
+def _without(holes: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """``holes`` (sorted ranges) less the written bytes ``[start, end)``."""
+    left: list[tuple[int, int]] = []
+    for s, e in holes:
+        if e <= start or s >= end:
+            left.append((s, e))
+            continue
+        if s < start:
+            left.append((s, start))
+        if e > end:
+            left.append((end, e))
+    return left
 
 
 def _anonymous_file(directory: Path | None) -> int:

@@ -72,8 +72,8 @@ def flush_on_stop(mountpoint: Path, open_names: Callable[[], list[str]],
     def watch() -> None:
         while not done.is_set():
             info = signal.sigtimedwait(STOP_SIGNALS, 0.2)
-            if info is None:
-                continue
+            if info is None or info.si_signo not in STOP_SIGNALS:
+                continue  # a wait cut short (a tracer such as a profiler attaching)
             log.info("signal %d: writing the kernel's cached writes, then unmounting",
                      info.si_signo)
             if not stop_loop_after_flush():

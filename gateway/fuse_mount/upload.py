@@ -33,16 +33,17 @@ class PartUploader:
         self._next = 1
         self._lock = threading.Lock()  # guards _pending (wait_for_room reads it unlocked)
         self._pending: deque[Future[Part]] = deque()
+        self._latest: dict[int, Future[Part]] = {}  # the newest upload of each part number
         self._done: list[Part] = []
 
     @property
     def parts(self) -> int:
         return self._next - 1
 
-    def add(self, data: Body, *, wait: bool = True) -> None:
-        """Queue ``data`` as the next part (waits for room first, unless ``wait`` is False:
-        the caller then calls :meth:`wait_for_room` once it holds no lock). ``data`` now
-        belongs to the upload: the caller must not change it."""
+    def add(self, data: Body, *, wait: bool = True) -> int:
+        """Queue ``data`` as the next part and return its number (waits for room first,
+        unless ``wait`` is False: the caller then calls :meth:`wait_for_room` once it holds
+        no lock). ``data`` now belongs to the upload: the caller must not change it."""
         if wait:
             self._make_room()
         else:
@@ -52,6 +53,26 @@ class PartUploader:
                                    data)
         with self._lock:
             self._pending.append(future)
+            self._latest[number] = future
+        return number
+
+    def replace(self, number: int, data: Body) -> None:
+        """Upload part ``number`` again with ``data`` (a part sent with zeros that a late
+        write has since filled). The new upload starts once the earlier one of that number
+        is done, so the gateway keeps the new bytes; ``complete`` sends the newest part."""
+        self.check()
+        with self._lock:
+            earlier = self._latest.get(number)
+
+        def upload_again() -> Part:
+            if earlier is not None:
+                earlier.exception()  # waits; a failure is raised through its own future
+            return self._store.upload_part(self.key, self.upload_id, number, data)
+
+        future = self._pool.submit(upload_again)
+        with self._lock:
+            self._pending.append(future)
+            self._latest[number] = future
 
     def wait_for_room(self) -> None:
         """Wait until at most ``max_inflight`` parts are running (errors are left for the
@@ -81,7 +102,9 @@ class PartUploader:
         """Wait for every part and complete the upload; returns the object's ETag."""
         while self._pending:
             self._collect()
-        return self._store.complete_upload(self.key, self.upload_id, self._done)
+        newest = {part.number: part for part in self._done}  # collected in upload order
+        return self._store.complete_upload(self.key, self.upload_id,
+                                           [newest[n] for n in sorted(newest)])
 
     def abort(self) -> None:
         """Wait for running parts (their errors are ignored) and abort the upload."""

@@ -17,7 +17,9 @@ for the mounts; one ``PutObject`` per small file),
 and, when ``s3fs`` is installed (Debian package ``s3fs``), on an s3fs-fuse mount of the same
 gateway. One Markdown table is printed with the ratios mount/boto3 and mount/s3fs.
 With ``--repeat N`` every workload runs N times per column and each cell is the median
-(runs on a machine shared with other work vary a lot). ``--mount-option`` passes an option
+(runs on a machine shared with other work vary a lot). ``--cpu`` adds the CPU time per MiB
+(per file) of the squall mount process, of boto3 (this process) and of the gateway in each
+case, read from ``/proc/PID/stat``: steadier than throughput on a shared machine. ``--mount-option`` passes an option
 to ``squall mount`` (e.g. ``--mount-option=--writeback-cache``); the column is named after it.
 Every process started here is stopped by its PID and every mount unmounted, also on failure.
 """
@@ -131,6 +133,59 @@ def render_markdown(rows: Sequence[Sequence[str]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# CPU time
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU time per unit of work (ms per MiB or per file) of named processes, per workload;
+    the pid None is this process."""
+
+    def __init__(self, pids: Mapping[str, int | None]) -> None:
+        self._pids = dict(pids)
+        self.runs: dict[str, list[dict[str, float]]] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._pids)
+
+    def _now(self) -> dict[str, float]:
+        return {name: time.process_time() if pid is None else cpu_seconds(pid)
+                for name, pid in self._pids.items()}
+
+    @contextmanager
+    def measure(self, key: str, units: float) -> Iterator[None]:
+        before = self._now()
+        yield
+        after = self._now()
+        self.runs.setdefault(key, []).append(
+            {name: (after[name] - before[name]) * 1000 / units for name in after})
+
+    def medians(self) -> dict[str, dict[str, float]]:
+        return {key: {name: statistics.median(r[name] for r in runs) for name in runs[0]}
+                for key, runs in self.runs.items()}
+
+
+def cpu_table(meters: Sequence[CpuMeter], workloads: Sequence[Workload] = WORKLOADS
+              ) -> list[list[str]]:
+    """Header row, then per workload the CPU ms per unit of every process measured."""
+    medians = [m.medians() for m in meters]
+    names = [name for m in meters for name in m.names]
+    rows = [["workload", "CPU per", *names]]
+    for w in workloads:
+        per = "file" if w.unit == "files/s" else "MiB"
+        cells = [f"{med[w.key][name]:.2f} ms" if w.key in med else "-"
+                 for m, med in zip(meters, medians, strict=True) for name in m.names]
+        rows.append([w.title, per, *cells])
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
 # Measuring
 
 
@@ -182,25 +237,31 @@ def median_cells(runs: Sequence[Mapping[str, Cell]]) -> dict[str, Cell]:
 
 
 def fs_workloads(root: Path, source: Path, sizes: Sizes, cold_reads: bool,
-                 run: int = 0) -> dict[str, Cell]:
+                 run: int = 0, cpu: CpuMeter | None = None) -> dict[str, Cell]:
     """The workloads on a mounted directory. With ``cold_reads`` the page cache is dropped
     before each read; otherwise ``cold-1m-<run>.bin``/``cold-4k-<run>.bin`` (put there
-    beforehand) are read."""
+    beforehand) are read. ``cpu`` measures the CPU time of each workload."""
     mib = sizes.size / MiB
+    meter = cpu if cpu is not None else CpuMeter({})
     out: dict[str, Cell] = {}
     for bs, tag in ((MiB, "1m"), (4096, "4k")):
         target = root / f"seq-{tag}.bin"
-        out[f"write_{tag}"] = rate(mib, dd(source, target, bs, sizes.size // bs, fsync=True))
+        with meter.measure(f"write_{tag}", mib):
+            out[f"write_{tag}"] = rate(mib, dd(source, target, bs, sizes.size // bs,
+                                               fsync=True))
         readable = target if cold_reads and drop_caches() else root / f"cold-{tag}-{run}.bin"
-        out[f"read_{tag}"] = rate(mib, dd(readable, "/dev/null", bs, sizes.size // bs, False))
+        with meter.measure(f"read_{tag}", mib):
+            out[f"read_{tag}"] = rate(mib, dd(readable, "/dev/null", bs, sizes.size // bs,
+                                              False))
     directory = root / f"creates-{run}"
     directory.mkdir()
     payload = os.urandom(sizes.file_size)
-    start = time.perf_counter()
-    for i in range(sizes.files):
-        with open(directory / f"f-{i:05d}", "wb") as f:
-            f.write(payload)
-    out["creates"] = rate(sizes.files, time.perf_counter() - start)
+    with meter.measure("creates", sizes.files):
+        start = time.perf_counter()
+        for i in range(sizes.files):
+            with open(directory / f"f-{i:05d}", "wb") as f:
+                f.write(payload)
+        out["creates"] = rate(sizes.files, time.perf_counter() - start)
     return out
 
 
@@ -215,34 +276,39 @@ def s3_client(endpoint: str) -> Any:
 
 
 def boto3_workloads(s3: Any, bucket: str, source: Path, sizes: Sizes,
-                    run: int = 0, *, cold_reads: bool = False) -> dict[str, Cell]:
+                    run: int = 0, *, cold_reads: bool = False,
+                    cpu: CpuMeter | None = None) -> dict[str, Cell]:
     """Managed upload (both write rows: boto3 has no write block size); GetObject bodies read
     in 1 MiB or 4 KiB pieces; one PutObject per small file. With ``cold_reads`` the page
     cache is dropped before each read, as for the mounts (the gateway then reads its data
     directory from disk, not from the memory the upload just filled)."""
     mib = sizes.size / MiB
+    meter = cpu if cpu is not None else CpuMeter({})
     out: dict[str, Cell] = {}
     for bs, tag in ((MiB, "1m"), (4096, "4k")):
         key = f"seq-{tag}.bin"
-        start = time.perf_counter()
-        s3.upload_file(str(source), bucket, key)
-        out[f"write_{tag}"] = rate(mib, time.perf_counter() - start)
+        with meter.measure(f"write_{tag}", mib):
+            start = time.perf_counter()
+            s3.upload_file(str(source), bucket, key)
+            out[f"write_{tag}"] = rate(mib, time.perf_counter() - start)
         if cold_reads:
             drop_caches()
-        start = time.perf_counter()
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-        total = 0
-        while chunk := body.read(bs):
-            total += len(chunk)
-        elapsed = time.perf_counter() - start
+        with meter.measure(f"read_{tag}", mib):
+            start = time.perf_counter()
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+            total = 0
+            while chunk := body.read(bs):
+                total += len(chunk)
+            elapsed = time.perf_counter() - start
         if total != sizes.size:
             raise RuntimeError(f"GetObject {key} returned {total} bytes, not {sizes.size}")
         out[f"read_{tag}"] = rate(mib, elapsed)
     payload = os.urandom(sizes.file_size)
-    start = time.perf_counter()
-    for i in range(sizes.files):
-        s3.put_object(Bucket=bucket, Key=f"creates-{run}/f-{i:05d}", Body=payload)
-    out["creates"] = rate(sizes.files, time.perf_counter() - start)
+    with meter.measure("creates", sizes.files):
+        start = time.perf_counter()
+        for i in range(sizes.files):
+            s3.put_object(Bucket=bucket, Key=f"creates-{run}/f-{i:05d}", Body=payload)
+        out["creates"] = rate(sizes.files, time.perf_counter() - start)
     return out
 
 
@@ -267,12 +333,16 @@ def fuse_unavailable() -> str | None:
 
 @contextmanager
 def mounted(argv: Sequence[str], mountpoint: Path, log_path: Path,
-            env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Iterator[Path]:
-    """Run a foreground FUSE file system (its PID is ours); unmount and reap it at the end."""
+            env: Mapping[str, str] | None = None, timeout: float = 60.0,
+            pids: list[int] | None = None) -> Iterator[Path]:
+    """Run a foreground FUSE file system (its PID is ours, appended to ``pids``); unmount
+    and reap it at the end."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT,
                                 env=dict(env) if env is not None else None)
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         deadline = time.monotonic() + timeout
         while not is_mounted(mountpoint):
@@ -332,16 +402,19 @@ def gateway_server(workdir: Path) -> ServerProcess:
 class Report:
     columns: tuple[Column, Column, Column]
     notes: tuple[str, ...]
+    cpu: tuple[list[str], ...] = ()  # rows of the CPU table (--cpu), header first
 
     def markdown(self) -> str:
         text = render_markdown(build_table(*self.columns))
         if self.notes:
             text += "\n\n" + "\n".join(f"* {n}" for n in self.notes)
+        if self.cpu:
+            text += "\n\nCPU time per unit of work (median):\n\n" + render_markdown(self.cpu)
         return text
 
 
 def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache: bool = True,
-        repeat: int = 1, mount_options: Sequence[str] = (),
+        repeat: int = 1, mount_options: Sequence[str] = (), cpu: bool = False,
         progress: Callable[[str], None] = lambda _: None) -> Report:
     """Start the gateway, measure the three columns (each workload ``repeat`` times, the
     median kept), stop everything.
@@ -370,20 +443,29 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
                         s3.upload_file(str(source), name, f"cold-{tag}-{i}.bin")
             return name
 
-        def fs_runs(root: Path) -> dict[str, Cell]:
-            return median_cells([fs_workloads(root, source, sizes, cold_reads, i)
+        def fs_runs(root: Path, meter: CpuMeter | None = None) -> dict[str, Cell]:
+            return median_cells([fs_workloads(root, source, sizes, cold_reads, i, meter)
                                  for i in range(repeat)])
 
         name = " ".join(["squall mount", *mount_options])
         progress(name)
         bucket = new_bucket("mount")
         argv = squall_mount_argv(endpoint, bucket, workdir / "mnt", mount_options)
-        with mounted(argv, workdir / "mnt", workdir / "mount.log", env=child_env()) as root:
-            mount = Column(name, fs_runs(root))
+        pids: list[int] = []
+        meters: list[CpuMeter] = []
+        with mounted(argv, workdir / "mnt", workdir / "mount.log", env=child_env(),
+                     pids=pids) as root:
+            if cpu and server.pid is not None:
+                meters.append(CpuMeter({"mount process": pids[0],
+                                        "gateway (mount)": server.pid}))
+            mount = Column(name, fs_runs(root, meters[0] if meters else None))
         progress("boto3")
         bucket = new_bucket("boto3")
+        if cpu and server.pid is not None:
+            meters.append(CpuMeter({"boto3 client": None, "gateway (boto3)": server.pid}))
         direct = Column("boto3", median_cells([
-            boto3_workloads(s3, bucket, source, sizes, i, cold_reads=cold_reads)
+            boto3_workloads(s3, bucket, source, sizes, i, cold_reads=cold_reads,
+                            cpu=meters[-1] if cpu and meters else None)
             for i in range(repeat)]))
         s3fs_results: dict[str, Cell]
         if not with_s3fs:
@@ -402,7 +484,8 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
                 s3fs_results = fs_runs(root)
         s3fs = Column("s3fs", s3fs_results)
     columns = (mount, direct, s3fs)
-    return Report(columns, tuple(extra + notes(columns)))
+    return Report(columns, tuple(extra + notes(columns)),
+                  tuple(cpu_table(meters)) if meters else ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -419,6 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep data, mounts and logs here (default: a temporary directory)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs of every workload per column; cells are medians (default 1)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="add the CPU time per MiB / per file of the mount process, "
+                             "of boto3 and of the gateway")
     parser.add_argument("--mount-option", action="append", default=[], metavar="OPTION",
                         help="pass OPTION to squall mount, e.g. --mount-option=--writeback-cache")
     args = parser.parse_args(argv)
@@ -427,7 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = Sizes(args.size_mib * MiB, args.files, args.file_size)
     options: dict[str, Any] = {"with_s3fs": not args.no_s3fs,
                                "drop_page_cache": not args.no_drop_caches,
-                               "repeat": args.repeat, "mount_options": args.mount_option}
+                               "repeat": args.repeat, "mount_options": args.mount_option,
+                               "cpu": args.cpu}
 
     def progress(message: str) -> None:
         print(f"measuring: {message}", file=sys.stderr, flush=True)

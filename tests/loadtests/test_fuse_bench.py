@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -10,10 +12,13 @@ import pytest
 from loadtests.bench.fuse import (
     WORKLOADS,
     Column,
+    CpuMeter,
     MiB,
     Report,
     Sizes,
     build_table,
+    cpu_seconds,
+    cpu_table,
     format_ratio,
     fuse_unavailable,
     median_cells,
@@ -77,7 +82,7 @@ def test_tiny_end_to_end_run(tmp_path: Path) -> None:
     """A real gateway, ``squall mount`` and (if installed) s3fs, with 4 MiB and 20 files;
     the machine's page cache is left alone (reads go to files uploaded beforehand)."""
     report = run(Sizes(4 * MiB, 20, 1024), tmp_path, drop_page_cache=False, repeat=2,
-                 mount_options=["--writeback-cache"])
+                 mount_options=["--writeback-cache"], cpu=True)
     mount, direct, s3fs = report.columns
     assert mount.name == "squall mount --writeback-cache"
     for column in (mount, direct):
@@ -88,3 +93,23 @@ def test_tiny_end_to_end_run(tmp_path: Path) -> None:
     assert not any(p.is_mount() for p in tmp_path.iterdir())  # everything unmounted
     assert "| small files created " in report.markdown()
     assert "page cache not dropped" in report.markdown()
+    assert report.cpu[0] == ["workload", "CPU per", "mount process", "gateway (mount)",
+                             "boto3 client", "gateway (boto3)"]
+    assert "CPU time per unit of work" in report.markdown()
+
+
+def test_cpu_meter_reports_ms_per_unit_of_this_process_and_the_table_has_a_row_each() -> None:
+    meter = CpuMeter({"here": None, "also here": os.getpid()})
+    for _ in range(2):
+        with meter.measure("write_1m", 4.0):
+            deadline = time.process_time() + 0.02
+            while time.process_time() < deadline:  # burn 20 ms of CPU
+                pass
+    medians = meter.medians()["write_1m"]
+    assert medians["here"] >= 4.0  # 20 ms over 4 MiB
+    assert medians["also here"] >= 0.0
+    rows = cpu_table([meter])
+    assert rows[0] == ["workload", "CPU per", "here", "also here"]
+    assert rows[1][:2] == ["sequential write, bs=1M", "MiB"] and rows[1][2].endswith(" ms")
+    assert rows[5][1:] == ["file", "-", "-"]  # small files were not measured
+    assert cpu_seconds(os.getpid()) > 0

@@ -65,3 +65,79 @@ def test_a_hole_never_filled_is_streamed_as_zeros(squall: SquallProcess, s3,
         f.release()
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     assert body == b"head" + bytes(6 * BLOCK - 4) + b"tail"
+
+
+def test_a_write_arriving_after_its_block_was_streamed_patches_the_part(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    """The kernel can send a write tens of MiB late: its block already went up with zeros
+    in its place. The block is patched and its part uploaded again; the file is not
+    staged (no download, no early commit)."""
+    key = f"late-{uuid.uuid4().hex[:8]}.bin"
+    data = os.urandom(5 * BLOCK + 123)
+    late = [(BLOCK + 4096, 8192), (3 * BLOCK - 10, 20)]  # the second spans two blocks
+    gaps = sorted(late)
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    with ThreadPoolExecutor(4) as pool:
+        f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
+                                                    patch_blocks=3),
+                     pool=pool, existing=None, truncate=True)
+        pos = 0
+        for start, length in gaps:  # everything but the late ranges, in order
+            f.write(pos, data[pos:start])
+            pos = start + length
+        f.write(pos, data[pos:])
+        assert f.state is State.STREAMING
+        for start, length in late:  # now behind the streamed part
+            f.write(start, data[start:start + length])
+            assert f.state is State.STREAMING
+        assert absent(s3, bucket, key)
+        f.release()
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+
+
+def test_a_late_write_beyond_the_kept_blocks_stages_the_file(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    key = f"late-staged-{uuid.uuid4().hex[:8]}.bin"
+    data = os.urandom(6 * BLOCK)
+    hole = (100, 50)  # in block 0, which is no longer kept once later holey blocks went up
+    later = [(k * BLOCK + 7, 3) for k in (2, 3)]
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    with ThreadPoolExecutor(4) as pool:
+        f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
+                                                    patch_blocks=2),
+                     pool=pool, existing=None, truncate=True)
+        pos = 0
+        for start, length in [hole, *later]:
+            f.write(pos, data[pos:start])
+            pos = start + length
+        f.write(pos, data[pos:])
+        for start, length in later:
+            f.write(start, data[start:start + length])
+        assert f.state is State.STREAMING
+        f.write(hole[0], data[hole[0]:hole[0] + hole[1]])
+        assert f.state is State.STAGED
+        f.release()
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+
+
+def test_a_patched_block_is_sent_once_when_dropped_or_at_commit_with_its_zeros(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    """A block whose holes are only partly filled goes up again when newer blocks push it
+    out, or at commit; the bytes nobody wrote stay zeros (a sparse file)."""
+    key = f"patched-{uuid.uuid4().hex[:8]}.bin"
+    data = bytearray(os.urandom(4 * BLOCK))
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    with ThreadPoolExecutor(4) as pool:
+        f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
+                                                    patch_blocks=1),
+                     pool=pool, existing=None, truncate=True)
+        f.write(0, data[:1000])
+        f.write(1300, data[1300:2 * BLOCK + 5000])  # block 0 streamed with its hole
+        f.write(1000, data[1000:1100])  # patched, 200 bytes still a hole
+        f.write(2 * BLOCK + 5100, data[2 * BLOCK + 5100:])  # block 2 pushes block 0 out
+        f.write(2 * BLOCK + 5000, data[2 * BLOCK + 5000:2 * BLOCK + 5050])  # half of it
+        assert f.state is State.STREAMING
+        f.release()
+    data[1100:1300] = bytes(200)
+    data[2 * BLOCK + 5050:2 * BLOCK + 5100] = bytes(50)
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == bytes(data)
