@@ -170,11 +170,18 @@ class UserDirectory:
         self.reload()
 
     def secret_for(self, access_key: str) -> str | None:
-        user = self._by_key.get(access_key)
+        user = self.user_for(access_key)
         return user.secret_key if user is not None else None
 
     def user_for(self, access_key: str) -> User | None:
-        return self._by_key.get(access_key)
+        """The user of ``access_key``. An unknown key makes the file be checked at once
+        (one stat): a user just added by another worker is known from its first request."""
+        user = self._by_key.get(access_key)
+        if user is None:
+            with contextlib.suppress(ValueError, OSError):
+                if self.reload():
+                    user = self._by_key.get(access_key)
+        return user
 
     def users(self) -> list[User]:
         """The admin, then the stored users by name."""

@@ -132,7 +132,7 @@ def test_consistency_counts_stale_reads(start_server: StartServer, tmp_path: Pat
     """Two unrelated servers: what is written at one is never readable at the other."""
     first, second = start_server().endpoint, start_server().endpoint
     proc, stats = locust(
-        "consistency", first, tmp_path / "stale", "--hosts", f"{first},{second}", seconds=2
+        "consistency", first, tmp_path / "stale", "--hosts", f"{first},{second}", seconds=4
     )
     assert proc.returncode == 1
     checks = stats.row("read-after-write", "CHECK")

@@ -29,7 +29,8 @@ def _takes_workers(args: Sequence[str]) -> bool:
     """Whether ``SQUALL_TEST_WORKERS`` applies to a gateway started with ``args``: not
     when they choose a worker count, or what ``--workers`` refuses (cluster members,
     the single-process blobseer_like backend)."""
-    return not any(a in ("--workers", "--peers") or a.startswith("blobseer_like:")
+    return not any(a in ("--workers", "--peers", "--peers-file")
+                   or a.startswith("blobseer_like:")
                    for a in args)
 
 
@@ -90,6 +91,12 @@ class SquallProcess:
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"squall did not become healthy:\n{self.log()}")
+
+    def counter(self, name: str) -> int:
+        """A counter of ``/_squall/status``, summed over the workers of ``--workers N``
+        (each worker's status is its own)."""
+        body = httpx.get(f"{self.endpoint}/_squall/status?workers=all", timeout=10).json()
+        return sum(int(w[name]) for w in body.get("workers", [body]))
 
     def log(self) -> str:
         try:

@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
@@ -46,10 +45,6 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def status(server: SquallProcess) -> dict[str, Any]:
-    return httpx.get(f"{server.endpoint}/_squall/status").json()
-
-
 def expected_etag(path: Path) -> str:
     data = path.read_bytes()
     return multipart_etag([data[i:i + PART] for i in range(0, len(data), PART)])
@@ -65,12 +60,12 @@ def test_boto3_upload_file_of_three_times_the_cache(server: SquallProcess, big_f
                                                    tmp_path: Path) -> None:
     s3 = make_client(server.endpoint)  # one attempt: a SlowDown would fail the test
     bucket = new_bucket(s3)
-    before = status(server)["writearound_bytes_total"]
+    before = server.counter("writearound_bytes_total")
     s3.upload_file(str(big_file), bucket, "big.bin",
                    Config=TransferConfig(multipart_threshold=PART, multipart_chunksize=PART,
                                          max_concurrency=4))
     assert s3.head_object(Bucket=bucket, Key="big.bin")["ETag"] == expected_etag(big_file)
-    assert status(server)["writearound_bytes_total"] - before >= PART  # past the cache
+    assert server.counter("writearound_bytes_total") - before >= PART  # past the cache
     assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
     back = tmp_path / "back.bin"
     s3.download_file(bucket, "big.bin", str(back))

@@ -41,9 +41,12 @@ max_gear = 2
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]:
     root = tmp_path_factory.mktemp("qos")
     (root / "squall.toml").write_text(CONFIG)
+    # One process: with --workers N each worker enforces 1/N of every cap and has a gear
+    # of its own (docs/qos.md, "Several workers"), which the figures below do not model.
     server = SquallProcess(root / "data", ["--config", str(root / "squall.toml"),
                                            "--cache-admission", "cache",
-                                           "--cost-backend-size-gb", "10"]).start()
+                                           "--cost-backend-size-gb", "10",
+                                           "--workers", "1"]).start()
     make_client(server.endpoint).create_bucket(Bucket="configured")
     yield server
     assert server.stop() == 0, server.log()
