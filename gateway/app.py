@@ -132,7 +132,8 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
     @app.post("/_squall/cluster/members")
-    async def cluster_members(request: Request, action: str, url: str) -> JSONResponse:
+    async def cluster_members(request: Request, action: str, url: str,
+                              force: bool = False) -> JSONResponse:
         """Add or remove a cluster member live (signed by the admin; docs/cluster.md)."""
         if (error := admin.refusal(request, access_key, admin_key=users.admin.access_key,
                                    what="change the cluster's members")) is not None:
@@ -141,7 +142,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
             return JSONResponse({"error": "InvalidRequest", "message": "this gateway was "
                                  "started without --peers (no cluster)"}, status_code=400)
         try:
-            view = await components.cluster.membership.change(action, url)
+            view = await components.cluster.membership.change(action, url, force=force)
         except StorageError as exc:
             spec, message = s3_error_for(exc)
             return JSONResponse({"error": spec.code, "message": message},

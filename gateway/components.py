@@ -57,7 +57,10 @@ class Components:
             await self.cache.start()
             # The flusher exists once the tier started; CacheTier has no public handle.
             if self.cache._flusher is not None:
-                self.cache._flusher.pace = self.qos.pace_flush
+                pace = self.qos.pace_flush
+                # (a cluster member flushes only once it knows it is still a member)
+                self.cache._flusher.pace = pace if self.cluster is None \
+                    else self.cluster.gate_flushes(pace)
         await self.qos.start()
         if self.cost is not None:
             await self.cost.start()

@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--region", default="us-east-1")
         p.add_argument("--timeout", type=float, default=600.0,
                        help="seconds to wait for the hand-off (default 600)")
+        if verb == "remove":
+            p.add_argument("--force", action="store_true",
+                           help="remove a member that is down even without mirror copies "
+                                "(--dirty-replicas 1): its unflushed writes are lost")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
         url = normalize_url(args.url)
         response = admin_request(args.endpoint, "/_squall/cluster/members",
                                  credentials_from_env(), method="POST",
-                                 params={"action": args.cluster_command, "url": url},
+                                 params={"action": args.cluster_command, "url": url,
+                                         **({"force": "true"} if getattr(args, "force", False)
+                                            else {})},
                                  region=args.region, timeout=args.timeout)
     except ValueError as exc:
         print(f"{NAME}: {exc}", file=sys.stderr)

@@ -70,7 +70,7 @@ class MemberFile:
         for index in range(len(node.ring.members)):
             if index == node.ring.self_index:
                 continue
-            view = await _ring_view(node, index)
+            view = await ring_view(node, index)
             if view is not None and view.get("membership") in ("stable", "changing"):
                 return tuple(str(m["url"]) for m in view.get("members", []))
         return None
@@ -139,7 +139,7 @@ class MemberFile:
         node = self._node
         new = (*current, url)
         node.transport.set_members(new, node.ring.self_index)
-        view = await _ring_view(node, len(current), ring_id=fingerprint(new))
+        view = await ring_view(node, len(current), ring_id=fingerprint(new))
         return view is not None and view.get("membership") == "joining" \
             and view.get("ring_id") == fingerprint(new)
 
@@ -160,7 +160,7 @@ class MemberFile:
             self._complaint = message
 
 
-async def _ring_view(node: ClusterNode, index: int, *, ring_id: str | None = None
+async def ring_view(node: ClusterNode, index: int, *, ring_id: str | None = None
                      ) -> dict[str, Any] | None:
     """``GET /_squall/cluster`` of member ``index``, None if it does not answer one."""
     transport = node.transport

@@ -22,8 +22,12 @@ joining one:
    list. A peer request signed for the new list that reaches a member not yet switched
    waits for its commit instead of being refused.
 
-A failure in phases 1 to 3 aborts the change everywhere (the old list stays). See
-docs/cluster.md, "Live membership".
+A failure in phases 1 to 3 aborts the change everywhere (the old list stays). A member
+removed while it is down takes no part: with mirrored write-back a ``gather`` phase comes
+before the hand-off, in which the others send their copies of its keys to each key's
+stand-in, which adopts and flushes the newest at the hand-off; it drops what it holds if
+it comes back (:meth:`Membership.removed_while_away`). See docs/cluster.md, "Live
+membership" and "Removing a member that is down".
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from backends.errors import ServiceUnavailable
+from gateway.cluster.lost_member import drop_stale, is_down, removal_seen
 from gateway.cluster.remote import PeerClient
 from gateway.cluster.ring import fingerprint, normalize_url, owner_index
 from gateway.s3api.errors import InvalidArgument
@@ -120,6 +125,7 @@ class Membership:
         self._thaw: asyncio.TimerHandle | None = None
         self._handed_off = False  # the pending change's hand-off is done here
         self._tasks: set[asyncio.Task[None]] = set()
+        self._lost: int | None = None  # a member the pending change removes while down
 
     # -- the gate (ClusterGateway) -----------------------------------------------------
     def refusal(self) -> str | None:
@@ -164,10 +170,14 @@ class Membership:
             members = tuple(normalize_url(str(m)) for m in data["members"])
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"malformed membership request: {exc}") from None
+        # (only these phases use it: a commit sent again finds the new list here)
+        lost = self._lost_index(data.get("lost")) if phase in ("gather", "handoff") else None
         if phase == "freeze":
             await self.freeze(version, members, int(data.get("from", -1)))
+        elif phase == "gather":
+            await self.gather(version, members, lost)
         elif phase == "handoff":
-            await self.handoff(version, members)
+            await self.handoff(version, members, lost)
         elif phase == "purge":
             await self.purge(version, members)
         elif phase == "commit":
@@ -201,9 +211,46 @@ class Membership:
             raise ServiceUnavailable(f"{self.serving} requests were still being served "
                                      f"after {DRAIN_TIMEOUT_S:.0f} s")
 
-    async def handoff(self, version: int, members: tuple[str, ...]) -> None:
+    def _lost_index(self, url: object) -> int | None:
+        """The node id of the member a change removes while it is down (None: none)."""
+        if url is None:
+            return None
+        try:
+            return self._node.ring.members.index(normalize_url(str(url)))
+        except ValueError:
+            raise InvalidArgument(f"{url} is not a member") from None
+
+    async def gather(self, version: int, members: tuple[str, ...], lost: int | None) -> None:
+        """The removal of a member that is down, mirrored write-back: it counts as down
+        here whatever health last found (the coordinator probed it), and the mirror
+        copies of its keys held here go to the member that stands in for each key."""
+        self._check_pending(version, members)
+        replication = self._node.replication
+        if lost is None or replication is None:
+            return
+        self._mark_lost(lost)
+        sent = await replication.hand_over(lost)
+        log.warning("cluster membership %d: member %d is removed while down; %d mirror "
+                    "copies of its keys handed to the members that stand in for them",
+                    version, lost, sent)
+
+    def _mark_lost(self, lost: int) -> None:
+        """Member ``lost`` counts as down here until the change ends."""
+        self._lost = lost
+        self._node.placement.lost.add(lost)
+
+    async def handoff(self, version: int, members: tuple[str, ...],
+                      lost: int | None = None) -> None:
         self._check_pending(version, members)
         node = self._node
+        if lost is not None and node.replication is not None:
+            # Every copy of the lost member's keys is with its stand-in now: adopted, it
+            # is an unflushed record, flushed below with every other one.
+            self._mark_lost(lost)
+            adopted, dropped = await node.replication.take_over(lost)
+            log.warning("cluster membership %d: %d mirror copies of member %d's keys "
+                        "taken over, %d older than this member's own writes dropped",
+                        version, adopted, lost, dropped)
         me = node.ring.self_url
         index = members.index(me) if me in members else None
 
@@ -301,6 +348,9 @@ class Membership:
     def abort(self, version: int) -> None:
         if self.pending is not None and self.pending[0] == version:
             log.warning("cluster membership change %d aborted", version)
+            if self._lost is not None:  # health decides again
+                self._node.placement.lost.discard(self._lost)
+                self._lost = None
             self._clear()
             if not self.joining and not self.left:
                 self.gate.set()
@@ -312,6 +362,7 @@ class Membership:
 
     def _clear(self) -> None:
         self.pending = self.pending_id = None
+        self._lost = None  # (a commit renumbered the members: placement forgot it)
         self._committed.set()
         if self._thaw is not None:
             self._thaw.cancel()
@@ -359,16 +410,40 @@ class Membership:
                 deadline = time.monotonic() + DRAIN_TIMEOUT_S
                 while self.serving and time.monotonic() < deadline:  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
-                await self.handoff(version, members)
-                await self.purge(version, members)
+                if self._node.ring.self_url in members:
+                    await self.handoff(version, members)
+                    await self.purge(version, members)
+                else:
+                    await drop_stale(self._node, version)
             await self.commit(version, members, claim=True)
         except Exception:
             log.exception("adopting cluster membership %d failed", version)
 
+    # -- a member removed while it was away ----------------------------------------------
+    async def removed_while_away(self) -> bool:
+        """At start, before serving or flushing anything of the cluster's: if the other
+        members report a newer member list (same ``--peers``) without this member, it
+        was removed while it was down: it drops what it holds and leaves (True)."""
+        seen = await removal_seen(self._node, self.version, self.base_id)
+        if seen is None:
+            return False
+        version, members = seen
+        self._committed = asyncio.Event()
+        self.pending, self.pending_id = (version, members), fingerprint(members)
+        self.gate.clear()
+        await drop_stale(self._node, version)
+        await self.commit(version, members)
+        return True
+
     # -- the coordinator (admin call) --------------------------------------------------
-    async def change(self, action: str, url: str) -> dict[str, Any]:
+    async def change(self, action: str, url: str, *, force: bool = False) -> dict[str, Any]:
         """Add or remove member ``url`` (``action`` "add" or "remove"); the new view.
-        InvalidArgument for a bad request, ServiceUnavailable if a member failed."""
+        InvalidArgument for a bad request, ServiceUnavailable if a member failed.
+
+        A member removed while it is down (health found it down and it does not answer
+        a probe now) is left out of the phases; with mirrored write-back the others
+        flush its acknowledged writes from their copies first. Without copies (R = 1)
+        its unflushed writes would be lost: refused unless ``force``."""
         try:
             member = normalize_url(url)
         except ValueError as exc:
@@ -393,10 +468,24 @@ class Membership:
                 new = tuple(m for m in old if m != member)
             else:
                 raise InvalidArgument(f"action must be add or remove, not {action!r}")
+            lost = member if action == "remove" and await is_down(node, member) else None
+            if lost is not None and not node.replicated and not force:
+                raise ServiceUnavailable(
+                    f"member {lost} is down: without mirror copies (--dirty-replicas 1) "
+                    "its unflushed writes would be lost; bring it back and remove it, or "
+                    "remove it with --force to accept the loss")
             version = self.version + 1
-            change = {"version": version, "members": list(new), "from": self.version}
-            calls = self._calls(old, new, member if action == "add" else None)
-            for phase in ("freeze", "handoff", "purge"):
+            change = {"version": version, "members": list(new), "from": self.version,
+                      "lost": lost}
+            calls = [c for c in self._calls(old, new, member if action == "add" else None)
+                     if c[0] != lost]
+            phases = ("freeze", "gather", "handoff", "purge") if lost is not None \
+                else ("freeze", "handoff", "purge")
+            if lost is not None:
+                log.warning("membership %d: member %s is down: it is removed without its "
+                            "part in the change%s", version, lost,
+                            "" if node.replicated else " (its unflushed writes are lost)")
+            for phase in phases:
                 failed = await _run(calls, phase, change)
                 if failed:
                     await _run(calls, "abort", change)
@@ -433,10 +522,14 @@ class Membership:
 
     async def _local(self, phase: str, change: dict[str, Any]) -> None:
         version, members = int(change["version"]), tuple(change["members"])
+        lost = self._lost_index(change.get("lost")) if phase in ("gather", "handoff") \
+            else None
         if phase == "freeze":
             await self.freeze(version, members, int(change["from"]))
+        elif phase == "gather":
+            await self.gather(version, members, lost)
         elif phase == "handoff":
-            await self.handoff(version, members)
+            await self.handoff(version, members, lost)
         elif phase == "purge":
             await self.purge(version, members)
         elif phase == "commit":

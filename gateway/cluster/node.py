@@ -3,6 +3,7 @@ ASGI layer, built from ClusterSettings by the composition root."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -13,7 +14,9 @@ from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
 from backends.base import Backend
+from backends.errors import ServiceUnavailable
 from gateway.cache.cluster_view import ClusterView
+from gateway.cache.flusher import FlushPacer
 from gateway.cache.tier import CacheTier
 from gateway.cluster.backend import ClusterBackend
 from gateway.cluster.forward import ClusterGateway
@@ -91,6 +94,8 @@ class ClusterNode:
                                       interval_s=settings.health_interval_s) \
             if settings.peers_file is not None and not left else None
         self._fresh = saved is None
+        self._started = asyncio.Event()  # start() has ended (gate_flushes)
+        self._dropped_stale = False  # ... and found this member removed while away
         self.ready: Callable[[], bool] = lambda: True
 
     @property
@@ -129,10 +134,33 @@ class ClusterNode:
         self.transport.set_members(members, -1)
         self._peers.clear()
 
+    def gate_flushes(self, pace: FlushPacer) -> FlushPacer:
+        """The cache flusher's pacer behind this member's start: a flush waits until
+        the member knows it is still one (a member removed while it was down drops its
+        unflushed records instead: the flushes of those that waited fail, and the
+        records are gone). Then ``pace`` alone."""
+        async def paced(bucket: str, nbytes: int) -> None:
+            if not self._started.is_set():
+                await self._started.wait()
+                if self._dropped_stale:
+                    raise ServiceUnavailable("this member was removed from the cluster "
+                                             "while it was down: its unflushed records "
+                                             "are dropped, not flushed")
+            await pace(bucket, nbytes)
+        return paced
+
     async def start(self) -> None:
+        try:
+            await self._start()
+        finally:
+            self._started.set()
+
+    async def _start(self) -> None:
         departed = self.membership.left
         if self.member_file is not None and self._fresh and not self.membership.joining:
             await self.member_file.find_cluster()
+        if not departed and not self.membership.joining and len(self.ring.members) > 1:
+            departed = self._dropped_stale = await self.membership.removed_while_away()
         if self._cache is not None:
             # A joining member owns nothing yet: what it holds from an earlier life may be
             # stale once it owns keys again. A former member owns nothing for good.

@@ -34,6 +34,9 @@ class Placement:
         # node -> when it claimed its keys back (it serves them even if the last health
         # check, older than that, found it down)
         self._returned: dict[int, float] = {}
+        #: members being removed while down (a live removal confirmed them dead): down
+        #: whatever the last health check found
+        self.lost: set[int] = set()
 
     def rebind(self, ring: Ring) -> None:
         """The member list changed (a committed live membership change: nothing was
@@ -42,6 +45,7 @@ class Placement:
         self.self_index, self.id = ring.self_index, ring.id
         self.replicas = min(self._wanted, len(ring.members))
         self._returned.clear()
+        self.lost.clear()
 
     @property
     def mirrored(self) -> bool:
@@ -59,6 +63,8 @@ class Placement:
         members start (one never seen up counts as down after ``STARTUP_GRACE_S``)."""
         if node == self.self_index:
             return False
+        if node in self.lost:
+            return True
         state = self._health.states[node]
         claimed = self._returned.get(node)
         if claimed is not None:
@@ -81,6 +87,12 @@ class Placement:
             return self.ring.owner(bucket, key)
         order = self.preference(bucket, key)
         return next((n for n in order if not self.down(n)), order[0])
+
+    def stand_in(self, bucket: str, key: str, lost: int) -> int | None:
+        """The member that serves ``key`` once member ``lost`` is gone: the first of the
+        key's preference list, ``lost`` left out, that is up (None: nobody is)."""
+        return next((n for n in self.preference(bucket, key)
+                     if n != lost and not self.down(n)), None)
 
     def owns(self, bucket: str, key: str) -> bool:
         return len(self.members) == 1 or self.owner(bucket, key) == self.self_index

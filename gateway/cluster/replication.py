@@ -221,6 +221,57 @@ class Replication:
                 if not self.placement.down(owner):
                     self._acting.discard(owner)
 
+    # -- removal of a member that is down ------------------------------------------------
+    async def hand_over(self, lost: int) -> int:
+        """A live removal of ``lost`` (down), first step on every remaining member: each
+        mirror copy of its keys held here goes to the member that stands in for the key
+        (:meth:`Placement.stand_in`) unless that is this member; the receiver keeps the
+        newest copy per key, ``(epoch, seq)`` ordered, as for any mirror copy. How many
+        were sent. Raises (the change is aborted) if one cannot be sent."""
+        me = self._ring.self_index
+        sent = 0
+        for record in self.store.held_for(lost):
+            bk = (record.bucket, record.key)
+            target = self.placement.stand_in(*bk, lost)
+            if target is None or target == me:
+                continue
+            await self.store.locks.acquire(bk)  # (not dropped while it is read)
+            try:
+                held = self.store.records.get(bk)
+                if held is None:
+                    continue  # dropped meanwhile: its write was flushed
+                body = _empty() if held.deleted else self.store.read(held)
+                await self._peers[target].mirror_put(
+                    held.bucket, held.key, owner=held.owner, epoch=held.epoch,
+                    seq=held.seq, info=held.info, body=body)
+            finally:
+                self.store.locks.release(bk)
+            sent += 1
+        return sent
+
+    async def take_over(self, lost: int) -> tuple[int, int]:
+        """Second step (every member has handed its copies over): adopt each copy of
+        ``lost``'s keys this member stands in for, so that the hand-off flushes it;
+        (adopted, dropped). A copy of a key this member has served for ``lost`` since it
+        went down is dropped unless it is newer than this member's own last write of it
+        (a copy elsewhere is a mirror of that write, or older): a newer write made here
+        is never replaced by an older copy."""
+        me = self._ring.self_index
+        acted = self.store.acted.get(lost, set())
+        adopted = dropped = 0
+        for record in self.store.held_for(lost):
+            bk = (record.bucket, record.key)
+            if self.placement.stand_in(*bk, lost) != me:
+                continue  # (handed over to the member that stands in)
+            own = self._pending.get(bk)
+            if bk in acted and (own is None or record.version <= own[:2]):
+                await self.store.drop([(*bk, record.epoch, record.seq)])
+                dropped += 1
+                continue
+            await self.adopt(*bk)
+            adopted += 1
+        return adopted, dropped
+
     # -- flush confirmations -----------------------------------------------------------
     async def _drop_loop(self) -> None:
         while True:

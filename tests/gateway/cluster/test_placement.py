@@ -74,3 +74,18 @@ def test_a_membership_change_keeps_the_replicas_the_members_allow() -> None:
     assert where.replicas == 1 and not where.mirrored
     where.rebind(Ring.of(URLS, 0))
     assert where.replicas == 2
+
+
+def test_a_member_removed_while_down_has_its_keys_stood_in_for() -> None:
+    """A live removal of a down member: it counts as down whatever health last found,
+    and each of its keys goes to the next member of the key's list that is up."""
+    where, health = placement(2)
+    key = key_with([1, 2, 0])
+    assert where.stand_in("b", key, 1) == 2 and where.owner("b", key) == 1
+    where.lost.add(1)  # (never seen down by this member's health checks)
+    assert where.down(1) and where.owner("b", key) == 2 and where.mirrors("b", key) == [0]
+    health._record(2, Health.UP, None, 1.0)
+    health._record(2, Health.DOWN, "refused", 1.0)
+    assert where.stand_in("b", key, 1) == 0
+    where.rebind(Ring.of(URLS[:1] + URLS[2:], 0))  # the change committed
+    assert not where.lost
