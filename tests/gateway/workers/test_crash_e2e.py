@@ -7,14 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-import boto3
 import httpx
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.gateway.workers.conftest import (
@@ -25,86 +21,20 @@ from tests.gateway.workers.conftest import (
     wait_healthy,
     workers_status,
 )
+from tests.gateway.workers.writers import Writers, check_all, one_attempt_client
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
-
-WRITERS = 4
-
-
-def _client(endpoint: str) -> Any:
-    # One attempt: a write is acknowledged only if this call returned.
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
-                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
-                        config=Config(retries={"max_attempts": 1}, connect_timeout=5,
-                                      read_timeout=30, s3={"addressing_style": "path"}))
-
-
-class Writers:
-    """Threads writing new keys through their own connections; ``acked`` holds what was
-    acknowledged."""
-
-    def __init__(self, endpoint: str, bucket: str) -> None:
-        self.acked: dict[str, bytes] = {}
-        self.failed = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(endpoint, bucket, n),
-                                          daemon=True)  # a failed test must not hang
-                         for n in range(WRITERS)]
-
-    def _run(self, endpoint: str, bucket: str, n: int) -> None:
-        s3 = _client(endpoint)
-        i = 0
-        while not self._stop.is_set():
-            key = f"w{n}/obj-{i:05d}"
-            body = os.urandom(8 * 1024 + i)
-            i += 1
-            try:
-                s3.put_object(Bucket=bucket, Key=key, Body=body)
-            except Exception:  # noqa: BLE001 - the crash interrupts requests in flight
-                with self._lock:
-                    self.failed += 1
-                time.sleep(0.05)
-                continue
-            with self._lock:
-                self.acked[key] = body
-
-    def start(self) -> Writers:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def wait_for(self, count: int, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.acked) < count:
-            assert time.monotonic() < deadline, f"{len(self.acked)} writes acknowledged"
-            time.sleep(0.01)
-
-    def stop(self) -> dict[str, bytes]:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(60)
-        return dict(self.acked)
-
-
-def _check_all(endpoint: str, bucket: str, acked: dict[str, bytes]) -> None:
-    s3 = _client(endpoint)
-    for key, body in acked.items():
-        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body, key
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-    listed = {o["Key"] for page in pages for o in page.get("Contents", [])}
-    assert set(acked) <= listed
 
 
 def test_a_killed_worker_is_restarted_and_loses_nothing(tmp_path: Path) -> None:
     server = start(tmp_path, *SLOW_BACKEND)
     try:
-        _client(server.endpoint).create_bucket(Bucket="burst")
+        one_attempt_client(server.endpoint).create_bucket(Bucket="burst")
         pids = _pids(server)
         writers = Writers(server.endpoint, "burst").start()
         writers.wait_for(60)
         os.kill(pids[1], signal.SIGKILL)
         # Its keys answer 503 until it is back; the other worker's keys are served.
-        probe = _client(server.endpoint)
+        probe = one_attempt_client(server.endpoint)
         mine, theirs = keys_of(0, "burst", 1, "p")[0], keys_of(1, "burst", 1, "p")[0]
         probe.put_object(Bucket="burst", Key=mine, Body=b"alive")
         try:
@@ -123,7 +53,7 @@ def test_a_killed_worker_is_restarted_and_loses_nothing(tmp_path: Path) -> None:
         writers.wait_for(count + 40)
         acked = writers.stop()
         assert {owner("burst", k) for k in acked} == {0, 1}
-        _check_all(server.endpoint, "burst", acked)
+        check_all(server.endpoint, "burst", acked)
         assert all(w["dirty_objects"] > 0 for w in workers_status(server))
     finally:
         assert server.stop() == 0, server.log()
@@ -131,7 +61,7 @@ def test_a_killed_worker_is_restarted_and_loses_nothing(tmp_path: Path) -> None:
 
 def test_kill_the_whole_gateway_then_restart(tmp_path: Path) -> None:
     server = start(tmp_path, *SLOW_BACKEND)
-    _client(server.endpoint).create_bucket(Bucket="burst")
+    one_attempt_client(server.endpoint).create_bucket(Bucket="burst")
     pids = _pids(server)
     writers = Writers(server.endpoint, "burst").start()
     writers.wait_for(60)
@@ -143,7 +73,7 @@ def test_kill_the_whole_gateway_then_restart(tmp_path: Path) -> None:
     _wait_gone(pids)
     server = start(tmp_path)  # the same data dir, no throttle
     try:
-        _check_all(server.endpoint, "burst", acked)
+        check_all(server.endpoint, "burst", acked)
         sync = subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
                                server.endpoint], capture_output=True, text=True, timeout=120,
                               check=False, env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
@@ -160,7 +90,7 @@ def test_kill_the_whole_gateway_then_restart(tmp_path: Path) -> None:
 
 def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     server = start(tmp_path)
-    _client(server.endpoint).create_bucket(Bucket="orphans")
+    one_attempt_client(server.endpoint).create_bucket(Bucket="orphans")
     pids = _pids(server)
     assert server.proc is not None
     os.kill(server.proc.pid, signal.SIGKILL)  # the parent only
@@ -168,8 +98,8 @@ def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     _wait_gone(pids)  # no worker serves on without its supervisor
     server = start(tmp_path)  # the port and the data directory are free again
     try:
-        assert [b["Name"] for b in _client(server.endpoint).list_buckets()["Buckets"]] == [
-            "orphans"]
+        buckets = one_attempt_client(server.endpoint).list_buckets()["Buckets"]
+        assert [b["Name"] for b in buckets] == ["orphans"]
     finally:
         assert server.stop() == 0, server.log()
 

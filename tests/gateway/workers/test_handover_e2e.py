@@ -33,7 +33,7 @@ from tests.gateway.workers.conftest import (
     wait_healthy,
     workers_status,
 )
-from tests.gateway.workers.test_crash_e2e import Writers, _check_all, _client
+from tests.gateway.workers.writers import Writers, check_all, one_attempt_client
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 NO_HANDOVER = "--no-worker-handover"
@@ -341,7 +341,7 @@ def test_turned_off_requests_are_proxied(tmp_path: Path) -> None:
 def test_killed_worker_with_handed_connections(tmp_path: Path) -> None:
     server = start(tmp_path, *SLOW_BACKEND)
     try:
-        _client(server.endpoint).create_bucket(Bucket="burst")
+        one_attempt_client(server.endpoint).create_bucket(Bucket="burst")
         pids = [w["worker"]["pid"] for w in workers_status(server)]
         # Connections that end on worker 1: their last request was for its key.
         theirs = keys_of(1, "burst", 4, "held")
@@ -362,7 +362,7 @@ def test_killed_worker_with_handed_connections(tmp_path: Path) -> None:
         acked = writers.stop()
         acked.update({k: b"held" for k in theirs})
         assert {owner("burst", k) for k in acked} == {0, 1}
-        _check_all(server.endpoint, "burst", acked)
+        check_all(server.endpoint, "burst", acked)
         retry = Connection(server)  # a new connection is served again, handed or not
         try:
             for key in theirs + keys_of(0, "burst", 4, "after"):
