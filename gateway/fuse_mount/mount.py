@@ -85,7 +85,8 @@ def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> 
     (SettingsError if the endpoint does not give one)."""
     store = BucketClient(settings.endpoint, settings.bucket, settings.credentials,
                         region=settings.region, max_attempts=max_attempts or settings.max_attempts,
-                        pool_size=4 * settings.threads, ca_bundle=settings.ca_bundle)
+                        pool_size=4 * settings.threads, ca_bundle=settings.ca_bundle,
+                        light_requests=not settings.route_to_owners)
     if settings.route_to_owners:
         try:
             creds = settings.credentials

@@ -7,6 +7,7 @@ leaves this module.
 from __future__ import annotations
 
 import email.utils
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,9 +19,12 @@ from botocore.config import Config
 from botocore.utils import parse_timestamp
 
 from backends.checksums import new_hasher
+from backends.errors import NoSuchKey
 from gateway.fuse_mount.errors import translate
+from gateway.fuse_mount.light import MISSING, LightRequests
 
 Body = bytes | bytearray
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +68,14 @@ class BucketClient:
     def __init__(self, endpoint: str, bucket: str, credentials: GatewayCredentials, *,
                  region: str = "us-east-1", max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32,
-                 ca_bundle: Path | None = None) -> None:
+                 ca_bundle: Path | None = None, light_requests: bool = True) -> None:
+        """``light_requests``: send ``put`` and ``head`` through :class:`LightRequests` first
+        (not with requests routed by boto3 event hooks, which it does not run)."""
         self.bucket = bucket
+        self._light = LightRequests(endpoint, bucket, credentials.access_key,
+                               credentials.secret_key, region=region, pool_size=pool_size,
+                               connect_timeout=connect_timeout, read_timeout=120,
+                               ca_bundle=ca_bundle) if light_requests else None
         session = boto3.session.Session()
         session._session.get_component("response_parser_factory").set_parser_defaults(
             timestamp_parser=_timestamp)
@@ -101,6 +111,13 @@ class BucketClient:
                 raise
 
     def head(self, key: str) -> RemoteObject:
+        if self._light is not None:
+            found = self._light.head(key)
+            if found == MISSING:  # as translate raises it (quietly) from boto3's 404
+                log.debug("HeadObject %s/%s failed: 404", self.bucket, key)
+                raise NoSuchKey(self.bucket, key)
+            if isinstance(found, tuple):
+                return RemoteObject(key, *found)
         with translate("HeadObject", self.bucket, key):
             r = self._client.head_object(Bucket=self.bucket, Key=key)
         return RemoteObject(key, int(r["ContentLength"]), r.get("ETag", ""),
@@ -119,9 +136,14 @@ class BucketClient:
                 return bytes(body.read())
 
     def put(self, key: str, data: Body, metadata: Mapping[str, str]) -> str:
+        crc = _crc32c(data)
+        if self._light is not None:
+            etag = self._light.put(key, data, metadata, crc)
+            if etag is not None:
+                return etag
         with translate("PutObject", self.bucket, key):
             r = self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
-                                        Metadata=dict(metadata), ChecksumCRC32C=_crc32c(data))
+                                        Metadata=dict(metadata), ChecksumCRC32C=crc)
         return str(r.get("ETag", ""))
 
     def get_small(self, key: str) -> tuple[bytes, str]:
