@@ -33,7 +33,7 @@ from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth, marker_ring
 from gateway.cluster.placement import Placement
 from gateway.cluster.ring import owner_index
 from gateway.cluster.transport import PeerTransport
-from gateway.s3api.endpoint import parse_target
+from gateway.s3api.endpoint import object_target, parse_target
 from gateway.s3api.errors import InternalError, s3_error_for
 from gateway.s3api.responses import error_response
 
@@ -130,28 +130,30 @@ class ClusterGateway:
         """The member owning the request's key, None for this node or no key."""
         if len(self._ring.members) == 1:
             return None
-        bucket, key = self._target(scope)
-        if not bucket or not key:
+        target = self._target(scope)
+        if target is None:
             return None
-        owner = self._ring.owner(bucket, key)
+        owner = self._ring.owner(*target)
         return None if owner == self._ring.self_index else owner
 
     def _successor(self, scope: Scope, membership: Membership) -> int:
         """A removed member: who of the remaining members serves the request (by the
         ring, without health: a key whose owner is down is refused by this way)."""
-        bucket, key = self._target(scope)
-        return owner_index(membership.successors, bucket, key)
-
-    def _target(self, scope: Scope) -> tuple[str, str]:
-        """The request's bucket and key ("" when none, or unparsable: the S3 endpoint
-        answers with the right error)."""
-        host = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"host"), "")
         try:
-            target = parse_target(scope.get("raw_path") or scope["path"].encode(), host,
-                                  self._domain)
-        except StorageError:
-            return "", ""
-        return target.bucket or "", target.key or ""
+            target = parse_target(*self._where(scope), self._domain)
+        except StorageError:  # the member picked for "" answers with the right error
+            return owner_index(membership.successors, "", "")
+        return owner_index(membership.successors, target.bucket or "", target.key or "")
+
+    def _target(self, scope: Scope) -> tuple[str, str] | None:
+        """The request's bucket and key; None for other requests."""
+        return object_target(*self._where(scope), self._domain)
+
+    @staticmethod
+    def _where(scope: Scope) -> tuple[bytes, str]:
+        """The request's raw path and Host header."""
+        host = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"host"), "")
+        return scope.get("raw_path") or scope["path"].encode(), host
 
     async def _serve_forwarded(self, scope: Scope, receive: Receive, send: Send,
                                marker: bytes) -> None:

@@ -86,6 +86,18 @@ def parse_target(raw_path: bytes, host: str, domain: str | None) -> Target:
     return Target(bucket, key)
 
 
+def object_target(raw_path: bytes, host: str, domain: str | None) -> tuple[str, str] | None:
+    """Bucket and key of an object-level request; None for a bucket- or service-level
+    request, or one :func:`parse_target` refuses (the endpoint answers that one)."""
+    try:
+        target = parse_target(raw_path, host, domain)
+    except StorageError:
+        return None
+    if not target.bucket or not target.key:
+        return None
+    return target.bucket, target.key
+
+
 def _nobody(access_key: str) -> User | None:
     return None
 

@@ -42,10 +42,9 @@ from typing import Any
 import httptools
 import uvicorn
 
-from backends.errors import StorageError
 from gateway.cluster.placement import Placement
 from gateway.limits import LimitedHttpProtocol, Limits, _Phase
-from gateway.s3api.endpoint import parse_target
+from gateway.s3api.endpoint import object_target
 
 log = logging.getLogger("squall.workers")
 
@@ -85,14 +84,11 @@ class KeyOwners:
             return None
         if path.startswith(ADMIN_PREFIX):
             return None
-        try:
-            target = parse_target(path, host.decode("latin-1"), self._domain)
-        except StorageError:
-            return None  # the endpoint answers it with the right error
-        if not target.bucket or not target.key:
+        target = object_target(path, host.decode("latin-1"), self._domain)
+        if target is None:
             return None
         placement = self._placement
-        owner = placement.owner(target.bucket, target.key)
+        owner = placement.owner(*target)
         return None if owner == placement.self_index else owner
 
 
