@@ -469,8 +469,7 @@ class OpenFile:
             self._uploader = self._new_uploader(final=True)
         for kept in self._patchable.values():  # patched blocks with holes left (zeros)
             self._send_patch(self._uploader, kept)
-        if self._buf:  # complete() returns once it is sent: the buffer is not copied
-            self._uploader.add(self._buf)
+        self._add_tail(self._uploader)
         etag = self._uploader.complete()
         sent, self._uploader = self._uploader.metadata, None
         self._patchable = {}  # its parts are the object now
@@ -485,6 +484,18 @@ class OpenFile:
         # The buffered tail stays in memory; [0, flushed) is now a prefix of the object.
         self._base = (etag, self._flushed) if self._flushed else None
         return etag
+
+    def _add_tail(self, uploader: PartUploader) -> None:
+        """Queue the buffered tail as the last parts, each at most one block (a tail held
+        back behind a hole can be longer). complete() returns once they are sent, so a
+        tail of one block is not copied."""
+        block = self._cfg.block_size
+        if len(self._buf) <= block:
+            if self._buf:
+                uploader.add(self._buf)
+            return
+        for start in range(0, len(self._buf), block):
+            uploader.add(self._buf[start:start + block])
 
     def _stage(self) -> None:
         """STREAMING -> STAGED: the whole content moves to a local staging file."""

@@ -141,3 +141,23 @@ def test_a_patched_block_is_sent_once_when_dropped_or_at_commit_with_its_zeros(
     data[1100:1300] = bytes(200)
     data[2 * BLOCK + 5050:2 * BLOCK + 5100] = bytes(50)
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == bytes(data)
+
+
+def test_a_tail_held_behind_a_hole_goes_up_in_parts_of_one_block(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    """The buffer held back behind a hole can be longer than a block at close: it is sent
+    as parts of one block each, so a file's part layout does not depend on the order the
+    kernel's writes arrived in."""
+    key = f"held-tail-{uuid.uuid4().hex[:8]}.bin"
+    data = os.urandom(3 * BLOCK + 1000)
+    hole = (BLOCK + 10, 10)  # block 1 waits for it: the rest of the file is held back
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    with ThreadPoolExecutor(4) as pool:
+        f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=2),
+                     pool=pool, existing=None, truncate=True)
+        f.write(0, data[:hole[0]])
+        f.write(sum(hole), data[sum(hole):])
+        f.write(hole[0], data[hole[0]:sum(hole)])
+        f.release()
+    got = s3.get_object(Bucket=bucket, Key=key)
+    assert got["Body"].read() == data and got["ETag"].endswith('-4"')
