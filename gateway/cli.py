@@ -108,6 +108,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     os.umask(0o077)  # files and directories the gateway creates: 0600 / 0700
     try:
+        if settings.workers_auto:
+            from gateway.workers.layout import count_for_auto
+
+            kept = count_for_auto(settings.data_dir, settings.workers)
+            settings = settings.model_copy(update={"workers": kept})
         if settings.workers > 1:
             from gateway.workers import plan
 

@@ -16,33 +16,56 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from backends.unit_types import ByteSize, Duration, Rate
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cluster.settings import check_peers, split_peers
+from gateway.cores import usable_cores
 from gateway.qos.model import QosSettings
 from gateway.settings_sources import ENV_AND_FILE_ONLY, Section, read_settings
 from gateway.users import USERS_FILE, check_secret
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256
+#: ``--workers auto`` (the default), until the settings resolve it to a count.
+AUTO_WORKERS = 0
+#: ``auto`` runs one worker per core from this many cores on: on two cores one process
+#: served small GETs faster than two workers (docs/workers.md, measured side by side).
+AUTO_WORKERS_MIN_CORES = 3
+#: ... and at most this many (each divides the cache budget; more with --workers N).
+AUTO_WORKERS_MAX = 8
 
 
 def _worker_count(value: object) -> int:
-    """A whole number of processes from 1 to MAX_WORKERS, as a number or as text."""
+    """``auto`` or a whole number of processes from 1 to MAX_WORKERS (number or text)."""
     count = 0
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return AUTO_WORKERS
     if isinstance(value, str) and value.strip().isdigit():
         count = int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         count = value
     if not 1 <= count <= MAX_WORKERS:
         raise PydanticCustomError(
-            "workers", "must be a whole number of processes from 1 to {max}, not {got}",
-            {"max": MAX_WORKERS, "got": repr(value)})
+            "workers", "must be auto or a whole number of processes from 1 to {max}, "
+                       "not {got}", {"max": MAX_WORKERS, "got": repr(value)})
     return count
+
+
+def auto_worker_count(cores: int) -> int:
+    """The worker count ``--workers auto`` runs on ``cores`` usable cores."""
+    return min(cores, AUTO_WORKERS_MAX) if cores >= AUTO_WORKERS_MIN_CORES else 1
 
 
 WorkerCount = Annotated[int, BeforeValidator(_worker_count)]
@@ -87,8 +110,10 @@ class ServerSection(Section):
         "info", description="log level")
     access_log: bool = Field(True, description="log one line per request")
     workers: WorkerCount = Field(
-        1, description="worker processes serving the port, each owning a share of the keys "
-                       "(see docs/workers.md)")
+        "auto", validate_default=True, description="worker processes serving the port, each owning a share of the "
+                            "keys; auto: one per core on 3 or more cores (at most 8), one "
+                            "process on fewer or where workers cannot run (see "
+                            "docs/workers.md)")
     worker_handover: bool = Field(
         True, description="with --workers N: move a connection whose request is for "
                           "another worker's key to that worker instead of proxying the "
@@ -305,6 +330,33 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
     ``SQUALL_<NAME>`` and ``--<name>`` (see :func:`gateway.settings_sources.load_settings`)."""
 
     model_config = SettingsConfigDict(env_prefix="SQUALL_", extra="forbid")
+
+    #: ``workers`` was ``auto`` (the start may then keep a data directory's count).
+    _workers_auto: bool = PrivateAttr(False)
+
+    @model_validator(mode="after")
+    def _resolve_auto_workers(self) -> Settings:
+        if self.workers == AUTO_WORKERS:
+            self._workers_auto = True
+            self.workers = 1 if self.workers_refusal() else auto_worker_count(usable_cores())
+        return self
+
+    @property
+    def workers_auto(self) -> bool:
+        """The worker count was chosen by ``--workers auto``."""
+        return self._workers_auto
+
+    def workers_refusal(self) -> str | None:
+        """Why this gateway cannot run as several worker processes (None: it can)."""
+        if self.peers or self.peers_file:
+            return ("--workers N cannot be combined with --peers yet: run one "
+                    "single-process member per host (see docs/workers.md)")
+        if self.node_id is not None:
+            return "--node-id needs --peers, which --workers N does not support yet"
+        if self.backend_spec.kind == "blobseer_like":
+            return ("the blobseer_like backend is used by one process at a time; "
+                    "run it with --workers 1")
+        return None
 
     @property
     def listen_address(self) -> ListenAddress:

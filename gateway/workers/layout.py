@@ -87,20 +87,14 @@ def prepare(data_dir: Path, workers: int, *, keep: Iterable[Path] = ()) -> None:
     Nothing happens when the count is unchanged (the usual start). ``keep``: directories
     in use by the new layout (cache volumes), never removed.
     """
-    recorded = recorded_workers(data_dir)
     indexes = _indexes(data_dir)
-    previous = recorded if recorded is not None else (
-        None if any(k.startswith("worker-") for k in indexes) else 1)
+    previous = _previous(data_dir, indexes)
     if previous == workers:
         return
     if not indexes:
         _record(data_dir, workers)
         return
-    held = {}
-    for owner, path in indexes.items():
-        records, uploads = unflushed(path)
-        if records or uploads:
-            held[owner] = (records, uploads)
+    held = _held(indexes)
     if held:
         was = f"--workers {previous}" if previous is not None else "another --workers"
         detail = "; ".join(f"{owner}: {r} unflushed records, {u} multipart uploads"
@@ -120,6 +114,41 @@ def prepare(data_dir: Path, workers: int, *, keep: Iterable[Path] = ()) -> None:
     log.warning("data directory %s: worker count changed from %s to %d; the old caches "
                 "were clean and have been removed", data_dir, previous or "unknown", workers)
     _record(data_dir, workers)
+
+
+def count_for_auto(data_dir: Path, wanted: int) -> int:
+    """The worker count ``--workers auto`` starts with: ``wanted``, unless the data
+    directory was last served with another count and still holds writes not on the
+    backend (auto then keeps that count rather than refuse to start)."""
+    if not data_dir.is_dir():  # new, or a bad path the start's checks report
+        return wanted
+    indexes = _indexes(data_dir)
+    previous = _previous(data_dir, indexes)
+    if previous is None or previous == wanted or not indexes or not _held(indexes):
+        return wanted
+    log.warning("data directory %s was last served with --workers %d and holds writes "
+                "not on the backend: --workers auto keeps %d workers (instead of %d) "
+                "until they are flushed and the gateway restarted", data_dir, previous,
+                previous, wanted)
+    return previous
+
+
+def _previous(data_dir: Path, indexes: dict[str, Path]) -> int | None:
+    """The worker count of the layout in place (None: workers of an unknown count)."""
+    recorded = recorded_workers(data_dir)
+    if recorded is not None:
+        return recorded
+    return None if any(k.startswith("worker-") for k in indexes) else 1
+
+
+def _held(indexes: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """Owner -> (unflushed records, multipart uploads), for the indexes holding any."""
+    held = {}
+    for owner, path in indexes.items():
+        records, uploads = unflushed(path)
+        if records or uploads:
+            held[owner] = (records, uploads)
+    return held
 
 
 def _remove(path: Path, keep: list[Path]) -> None:

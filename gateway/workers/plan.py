@@ -24,15 +24,9 @@ def member_url(index: int) -> str:
 
 def check(settings: Settings) -> None:
     """ValueError for what ``--workers N`` (N > 1) cannot run."""
-    if settings.peers or settings.peers_file:
-        raise ValueError("--workers N cannot be combined with --peers yet: run one "
-                         "single-process member per host (see docs/workers.md)")
-    if settings.node_id is not None:
-        raise ValueError("--node-id needs --peers, which --workers N does not support yet")
-    kind = settings.backend_spec.kind
-    if kind == "blobseer_like":
-        raise ValueError("the blobseer_like backend is used by one process at a time; "
-                         "run it with --workers 1")
+    refusal = settings.workers_refusal()
+    if refusal:
+        raise ValueError(refusal)
 
 
 def volumes(settings: Settings) -> list[Path]:

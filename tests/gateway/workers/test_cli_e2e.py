@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_client
-from tests.gateway.workers.conftest import SLOW_BACKEND, start
+from tests.gateway.workers.conftest import SLOW_BACKEND, start, workers_status
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
 
 
@@ -34,15 +34,16 @@ def _serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 def test_bad_worker_counts(tmp_path: Path, value: str) -> None:
     result = _serve(tmp_path, "--workers", value)
     assert result.returncode == 2
-    assert "--workers: must be a whole number of processes from 1 to 256" in result.stderr
+    assert "--workers: must be auto or a whole number of processes from 1 to 256" \
+        in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_bad_worker_count_in_the_environment(tmp_path: Path) -> None:
     result = _serve(tmp_path, env={"SQUALL_WORKERS": "0"})
     assert result.returncode == 2
-    assert "SQUALL_WORKERS: must be a whole number of processes from 1 to 256, not '0'" \
-        in result.stderr
+    assert ("SQUALL_WORKERS: must be auto or a whole number of processes from 1 to 256, "
+            "not '0'") in result.stderr
 
 
 def test_workers_with_peers_is_refused(tmp_path: Path) -> None:
@@ -97,12 +98,21 @@ def test_change_of_worker_count(tmp_path: Path) -> None:
     assert hashlib.md5(got).digest() == hashlib.md5(big).digest()
     assert server.proc is not None and server.proc.returncode == 0, server.log()
 
-    refused = _serve(tmp_path)  # --workers 1
+    refused = _serve(tmp_path, "--workers", "1")
     assert refused.returncode == 2
     assert "was last served with --workers 2" in refused.stderr
     assert "run `squall sync`" in refused.stderr
     refused = _serve(tmp_path, "--workers", "3")
     assert refused.returncode == 2 and "--workers 2" in refused.stderr
+    auto = SquallProcess(tmp_path / "data", ["--workers", "auto", *SLOW_BACKEND]).start()
+    try:  # auto keeps the count whose caches hold the writes instead of refusing
+        assert len(workers_status(auto)) == 2
+        assert "--workers auto keeps 2 workers" in auto.log()
+        s3 = make_client(auto.endpoint)
+        for key, body in bodies.items():
+            assert s3.get_object(Bucket="layout", Key=key)["Body"].read() == body
+    finally:
+        assert auto.stop() == 0, auto.log()
 
     server = start(tmp_path)  # N = 2 again, no throttle: flush, then change
     sync = subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cache.index import Index
+from gateway.cache.entry import Upload
+from gateway.cache.index import Batch, Index
+from gateway.cores import usable_cores
 from gateway.credentials import Credentials
-from gateway.settings import Settings, load_settings
+from gateway.settings import Settings, auto_worker_count, load_settings
 from gateway.workers import layout, plan
 from gateway.workers.front import merge_metrics
 from gateway.workers.links import Answer
@@ -87,3 +89,50 @@ def test_metrics_of_every_worker_in_one_exposition() -> None:
     assert 'squall_x_total{op="get",worker="1"} 4.0' in text
     assert text.count("# TYPE squall_x_total counter") == 1
     assert 'squall_worker_up{worker="2"} 0.0' in text
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 1), (2, 1), (3, 3), (8, 8), (64, 8)])
+def test_auto_runs_one_worker_per_core_from_three_cores(cores: int, workers: int) -> None:
+    assert auto_worker_count(cores) == workers
+
+
+def test_auto_is_the_default_and_resolves_to_a_count(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    assert settings.workers_auto
+    assert settings.workers == auto_worker_count(usable_cores())
+    chosen = load_settings(data_dir=tmp_path, workers="AUTO")
+    assert chosen.workers_auto and chosen.workers == settings.workers
+    assert not load_settings(data_dir=tmp_path, workers=2).workers_auto
+
+
+@pytest.mark.parametrize("overrides", [
+    {"peers": "http://a:1,http://b:1", "node_id": "0", "cluster_secret": "x" * 20},
+    {"backend": "blobseer_like:/a,/b"},
+])
+def test_auto_is_one_process_where_workers_cannot_run(tmp_path: Path,
+                                                      overrides: dict[str, str]) -> None:
+    settings = load_settings(data_dir=tmp_path, **overrides)
+    assert settings.workers_auto and settings.workers == 1
+    assert settings.workers_refusal()
+
+
+def _unflushed_worker_caches(data_dir: Path, workers: int) -> None:
+    """The layout of ``workers`` workers whose caches hold one write not on the backend."""
+    layout.prepare(data_dir, workers)
+    for k in range(workers):
+        index = Index(layout.worker_dir(data_dir, k) / "index")
+        index.write(Batch().put_upload(Upload(f"upload-{k}", "bucket", "key", 0.0)), sync=True)
+        index.close()
+
+
+def test_auto_keeps_a_count_whose_caches_hold_writes(tmp_path: Path) -> None:
+    assert layout.count_for_auto(tmp_path, 4) == 4  # a fresh directory
+    _unflushed_worker_caches(tmp_path, 2)
+    assert layout.count_for_auto(tmp_path, 4) == 2
+    assert layout.count_for_auto(tmp_path, 1) == 2
+    assert layout.count_for_auto(tmp_path, 2) == 2
+
+
+def test_auto_changes_the_count_of_clean_caches(tmp_path: Path) -> None:
+    Index(tmp_path / "index").close()  # a clean one-process cache
+    assert layout.count_for_auto(tmp_path, 3) == 3
