@@ -276,7 +276,7 @@ class Index:
 
     @property
     def group_stats(self) -> tuple[int, int]:
-        """(groups, batches) written by :meth:`commit` with ``sync`` so far."""
+        """(groups, batches) written by :meth:`commit` so far."""
         return self._group.groups, self._group.batches
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """Group commit: concurrent synced writes share one write call; waiters resolve only after
-it returned; failures reach every waiter of the group; unsynced writes go straight."""
+it returned; failures reach every waiter of the group; unsynced writes are grouped too,
+and a group is synced when any of its writes asks."""
 
 from __future__ import annotations
 
@@ -80,12 +81,29 @@ async def test_a_failed_group_fails_all_its_waiters_and_the_next_group_goes_on()
     assert [len(b) for b, _ in rec.calls] == [1, 2, 1]
 
 
-async def test_unsynced_writes_are_not_queued() -> None:
+async def test_unsynced_writes_share_a_group_synced_when_any_of_it_asks() -> None:
     rec = Recorder()
     group = GroupCommit(rec)
-    await group.write(batch(0), sync=False)
-    assert [(len(b), sync) for b, sync in rec.calls] == [(1, False)]
-    assert group.groups == 0
+    await group.write(batch(0), sync=False)  # alone: written at once, unsynced
+    rec.gate.clear()
+    first = asyncio.ensure_future(group.write(batch(1), sync=False))
+    await entered(rec)
+    unsynced = [asyncio.ensure_future(group.write(batch(n), sync=False)) for n in (2, 3)]
+    await asyncio.sleep(0.01)
+    rec.gate.set()
+    await asyncio.gather(first, *unsynced)
+    rec.gate.clear()
+    rec.entered.clear()
+    first = asyncio.ensure_future(group.write(batch(4), sync=False))
+    await entered(rec)
+    mixed = [asyncio.ensure_future(group.write(batch(5), sync=False)),
+             asyncio.ensure_future(group.write(batch(6), sync=True))]
+    await asyncio.sleep(0.01)
+    rec.gate.set()
+    await asyncio.gather(first, *mixed)
+    assert [(len(b), sync) for b, sync in rec.calls] == [
+        (1, False), (1, False), (2, False), (1, False), (2, True)]
+    assert [b.puts for b in rec.calls[-1][0]] == [batch(5).puts, batch(6).puts]
 
 
 async def test_a_cancelled_waiter_does_not_unqueue_its_batch() -> None:
