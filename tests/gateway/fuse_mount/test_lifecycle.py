@@ -190,8 +190,9 @@ def test_sustained_slowdown_is_enospc_and_keeps_the_previous_version(tmp_path: P
     to 16 KiB/s that does not happen before the gateway's backpressure wait runs out, and
     it answers 503 SlowDown: close() returns ENOSPC (one attempt here, --max-attempts 1),
     the failure is logged with the S3 request id, and the version already stored stays."""
+    # One process: the figures are the gateway's budgets, which --workers N divides.
     server = SquallProcess(tmp_path / "data", ["--backend-bandwidth", "16KiB/s",
-                                               "--cache-size", "2MiB"]).start()
+                                               "--cache-size", "2MiB", "--workers", "1"]).start()
     mount = None
     try:
         from tests.conftest import make_client
