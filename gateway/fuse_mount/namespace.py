@@ -65,11 +65,11 @@ class Namespace:
         if hit:
             return attr
         parent, name = split(path)
-        names = self.listings.names(parent)
-        if names is None and self.listings.wanted(parent):
-            names = self._list_page(parent)
+        names = self.listings.names(parent, self._list_all, name=name)
         if names is not None and names.get(name) is not False:  # missing, or a directory
             attr = Attr(True) if names.get(name) else None
+        elif names is None and self.listings.names(path):
+            attr = Attr(True)  # a directory made here, not empty when listed within the TTL
         else:
             try:
                 attr = Attr.of_object(self._store.head(key_of(path)))
@@ -96,14 +96,19 @@ class Namespace:
         complete listing once every page was read."""
         prefix = dir_prefix(path)
         names: dict[str, bool] = {}
-        for page in self._store.list_dir(prefix):
-            for name, attr in _entries(page, prefix):
-                if name in names:
-                    continue
-                names[name] = attr.is_dir
-                self.cache.fill(join(path, name), attr)
-                yield name, attr
-        self.listings.refresh(path, names)
+        pending = self.listings.begin(path)
+        try:
+            for page in self._store.list_dir(prefix):
+                for name, attr in _entries(page, prefix):
+                    if name in names:
+                        continue
+                    names[name] = attr.is_dir
+                    self.cache.fill(join(path, name), attr)
+                    yield name, attr
+        except BaseException:
+            self.listings.abort(pending)
+            raise
+        self.listings.finish(pending, names)
 
     def created(self, path: str, *, is_dir: bool = False) -> None:
         """This mount created ``path`` (a file being written, or a directory)."""
@@ -197,17 +202,17 @@ class Namespace:
         self._store.copy(meta.key, meta.key, metadata=metadata)
         self.cache.put(path, Attr.of_object(replace(meta, metadata=metadata)))
 
-    def _list_page(self, path: str) -> dict[str, bool] | None:
-        """One listing page of a directory: its complete entries if they fit in it."""
+    def _list_all(self, path: str, max_entries: int) -> dict[str, bool] | None:
+        """The complete entries of a directory (every listing page), or None when it has
+        more than ``max_entries``."""
         prefix = dir_prefix(path)
+        names: dict[str, bool] = {}
         for page in self._store.list_dir(prefix):
-            names: dict[str, bool] = {}
-            for name, attr in _entries(page, prefix):
-                names.setdefault(name, attr.is_dir)
-            complete = None if page.truncated else names
-            self.listings.refresh(path, complete)
-            return complete
-        return None
+            for name, listed in _listed(page, prefix):
+                names.setdefault(name, listed is None)
+            if len(names) > max_entries:
+                return None
+        return names
 
     def _any_under(self, prefix: str) -> bool:
         for page in self._store.list_dir(prefix, delimiter="", max_keys=1):
@@ -218,11 +223,19 @@ class Namespace:
 def _entries(page: RemoteListing, prefix: str) -> Iterator[tuple[str, Attr]]:
     """The (name, attributes) of one listing page of the directory ``prefix``; a file
     comes before a directory of the same name, which it hides."""
+    for name, listed in _listed(page, prefix):
+        yield name, Attr(True) if listed is None else Attr.of_listed(listed)
+
+
+def _listed(page: RemoteListing, prefix: str) -> Iterator[tuple[str, RemoteObject | None]]:
+    """The (name, object) of one listing page of the directory ``prefix``, object None for
+    a directory; files first."""
+    start = len(prefix)
     for o in page.objects:
-        name = o.key[len(prefix):]
+        name = o.key[start:]
         if name and "/" not in name:  # not the directory's own marker
-            yield name, Attr.of_listed(o)
+            yield name, o
     for p in page.prefixes:
-        name = p[len(prefix):].rstrip("/")
+        name = p[start:].rstrip("/")
         if name and "/" not in name:
-            yield name, Attr(True)
+            yield name, None
