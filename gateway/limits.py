@@ -52,7 +52,9 @@ class Limits:
     on_slowdown: Callable[[], None] | None = None
 
 
-class _Phase(enum.Enum):
+class RequestPhase(enum.Enum):
+    """Where a connection is in reading its current request."""
+
     HEADERS = 1  # waiting for (the rest of) a request line and headers
     BODY = 2  # headers complete, the request body not yet
     DONE = 3  # the request was read entirely
@@ -81,7 +83,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.limit_concurrency = None  # requests are limited here, with an S3 answer
-        self._phase = _Phase.HEADERS
+        self._phase = RequestPhase.HEADERS
         self._header_bytes = 0
         self._last_data = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -113,7 +115,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         super().shutdown()
 
     def data_received(self, data: bytes) -> None:
-        if self._phase is _Phase.BODY:  # the common case: one clock read per chunk
+        if self._phase is RequestPhase.BODY:  # the common case: one clock read per chunk
             self._last_data = self.loop.time()
             self._feed(data)
             return
@@ -124,12 +126,12 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         phase = self._phase
         if self.transport.is_closing():
             return
-        if phase is _Phase.HEADERS:
+        if phase is RequestPhase.HEADERS:
             if self._header_bytes > self.limits.max_header_bytes:
                 self._refuse(HEADERS_TOO_LARGE)
             elif self._timer is None:
                 self._arm_header_timer()
-        elif (phase is _Phase.BODY  # type: ignore[comparison-overlap]  # _feed moves it on
+        elif (phase is RequestPhase.BODY  # type: ignore[comparison-overlap]  # _feed moves it on
               and self._timer is None
               and self.limits.body_idle_timeout_s is not None):
             self._last_data = self.loop.time()
@@ -152,7 +154,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._phase = _Phase.HEADERS
+        self._phase = RequestPhase.HEADERS
 
     def on_headers_complete(self) -> None:
         self._cancel_timer()
@@ -162,7 +164,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
                 or len(self.headers) > limits.max_header_count):
             self._refuse(HEADERS_TOO_LARGE)
             raise _Refused()  # stops the parser: the request is not served
-        self._phase = _Phase.BODY
+        self._phase = RequestPhase.BODY
         if limits.max_requests is not None and len(self.tasks) >= limits.max_requests:
             if limits.on_slowdown is not None:
                 limits.on_slowdown()
@@ -176,7 +178,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._phase = _Phase.DONE
+        self._phase = RequestPhase.DONE
         self._header_bytes = 0
         self._cancel_timer()
 
@@ -194,7 +196,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
 
     def _header_late(self) -> None:
         self._timer = None
-        if self._phase is not _Phase.BODY and not self.transport.is_closing():
+        if self._phase is not RequestPhase.BODY and not self.transport.is_closing():
             if self._header_bytes:
                 self._refuse(REQUEST_TIMEOUT)
             else:
@@ -202,7 +204,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
 
     def _body_idle(self) -> None:
         self._timer = None
-        if self._phase is not _Phase.BODY or self.transport.is_closing():
+        if self._phase is not RequestPhase.BODY or self.transport.is_closing():
             return
         timeout = self.limits.body_idle_timeout_s
         assert timeout is not None

@@ -43,7 +43,7 @@ import httptools
 import uvicorn
 
 from gateway.cluster.placement import Placement
-from gateway.limits import LimitedHttpProtocol, Limits, _Phase
+from gateway.limits import LimitedHttpProtocol, Limits, RequestPhase
 from gateway.s3api.endpoint import object_target
 
 log = logging.getLogger("squall.workers")
@@ -303,7 +303,7 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
             self.data_received(handed)
 
     def data_received(self, data: bytes) -> None:
-        if self._phase is _Phase.BODY:
+        if self._phase is RequestPhase.BODY:
             self._since = None
         elif not self._header_bytes:  # at a request boundary
             self._since = [data]
