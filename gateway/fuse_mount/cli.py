@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from backends.errors import NoSuchBucket, StorageError
-from backends.units import parse_size
+from backends.units import parse_duration, parse_size
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
 from gateway.fuse_mount.settings import (
     MountSettings,
@@ -62,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="keys (glob, e.g. 'ckpt/*.bin') that several mounts write at once, "
                         "each its own ranges (N-1 checkpoints): one upload per file, "
                         "completed by the last writer to close; repeatable")
+    p.add_argument("--shared-lease", default="60s", metavar="DURATION",
+                   help="a mount writing a shared file renews its lease a third of the way "
+                        "into it; one that stops (it died) is counted as gone once it "
+                        "expires (default 60s; keep the mounts' clocks within a few seconds)")
     p.add_argument("--route-to-owners", action="store_true",
                    help="endpoint is a member of a Squall cluster: send each object request "
                         "straight to the key's owner (the member URLs must be reachable)")
@@ -86,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
             max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
             route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle),
-            shared_files=tuple(args.shared_files))
+            shared_files=tuple(args.shared_files),
+            shared_lease=_duration("--shared-lease", args.shared_lease))
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
     except (SettingsError, ValueError) as exc:
@@ -122,6 +127,13 @@ def _check_bucket(settings: MountSettings) -> None:
         raise SettingsError(f"bucket {settings.bucket!r}: {exc.message}") from exc
 
 
+def _duration(flag: str, text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise SettingsError(f"{flag}: {exc}") from exc
+
+
 def _spawn_background(args: argparse.Namespace) -> int:
     """Start the mount as a detached process; return once it reports ready (or failed)."""
     read_fd, write_fd = os.pipe()
@@ -138,6 +150,7 @@ def _spawn_background(args: argparse.Namespace) -> int:
         argv.append("--route-to-owners")
     for pattern in args.shared_files:
         argv += ["--shared-files", pattern]
+    argv += ["--shared-lease", args.shared_lease]
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
     if args.ca_bundle:

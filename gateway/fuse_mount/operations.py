@@ -30,7 +30,7 @@ from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_o
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import Chunk, ReadAhead
 from gateway.fuse_mount.settings import MountSettings
-from gateway.fuse_mount.shared import SharedFile, being_written, is_shared
+from gateway.fuse_mount.shared import LeaseRenewer, SharedFile, being_written, is_shared
 from gateway.fuse_mount.store import BucketClient
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class BucketOperations(mfusepy.Operations):
         self.unsaved: list[str] = []
         self._fuse: int | None = None  # libfuse's struct fuse, known from init on
         self._writer = uuid.uuid4().hex  # this mount, as a writer of shared files
+        self._leases = LeaseRenewer()
         # The kernel sets the read-ahead window when it gets the reply to init: it is
         # widened at the first request after that.
         self._tune_read_ahead = settings.readahead > 0
@@ -396,7 +397,8 @@ class BucketOperations(mfusepy.Operations):
         a :class:`SharedFile` when written and named by ``--shared-files``."""
         if writable and self._shared_key(path):
             return SharedFile(self._store, key_of(path), config=self._write_cfg,
-                              pool=self._uploads, writer=self._writer, metadata=metadata)
+                              pool=self._uploads, writer=self._writer, renewer=self._leases,
+                              lease=self._settings.shared_lease, metadata=metadata)
         existing = None if truncate else self._ns.head(path)
         if truncate and metadata is None and (attr := self._ns.lookup(path)) is not None:
             metadata = metadata_for(mode=attr.mode, uid=attr.uid, gid=attr.gid)

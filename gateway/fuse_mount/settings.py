@@ -35,6 +35,8 @@ class MountSettings:
     route_to_owners: bool = False
     #: globs of keys written by several mounts at once (one upload, docs: N-1 checkpoints)
     shared_files: tuple[str, ...] = ()
+    #: seconds a shared file's writer stays counted without renewing (a mount that died)
+    shared_lease: float = 60.0
     #: PEM CA certificates that verify an https:// endpoint (None: the system's)
     ca_bundle: Path | None = None
 
@@ -45,6 +47,8 @@ class MountSettings:
             raise SettingsError("--readahead must not be negative")
         if self.max_attempts < 1 or self.max_inflight < 1:
             raise SettingsError("--max-attempts and --max-inflight must be at least 1")
+        if self.shared_lease < 3:
+            raise SettingsError("--shared-lease must be at least 3 seconds")
         if self.attr_timeout < 0:
             raise SettingsError("--attr-timeout must not be negative")
         if not self.endpoint.startswith(("http://", "https://")):

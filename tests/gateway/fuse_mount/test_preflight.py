@@ -12,12 +12,12 @@ from pathlib import Path
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
 
 
-def mount(endpoint: str, bucket: str, mountpoint: Path, secret: str = SECRET_KEY
-          ) -> subprocess.CompletedProcess[str]:
+def mount(endpoint: str, bucket: str, mountpoint: Path, secret: str = SECRET_KEY,
+          *options: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": secret}
     return subprocess.run([sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket,
-                           str(mountpoint)], capture_output=True, text=True, timeout=60,
-                          check=False, env=env)
+                           str(mountpoint), *options], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
 
 
 def test_preflight_errors_are_one_line(squall: SquallProcess, bucket: str,
@@ -29,6 +29,10 @@ def test_preflight_errors_are_one_line(squall: SquallProcess, bucket: str,
          f"squall mount: bucket 'no-such-bucket-here' does not exist at {squall.endpoint}"),
         (mount(f"http://127.0.0.1:{free_port()}", bucket, tmp_path),
          "squall mount: cannot reach endpoint http://127.0.0.1:"),
+        (mount(squall.endpoint, bucket, tmp_path, SECRET_KEY, "--shared-lease", "soon"),
+         "squall mount: --shared-lease: not a duration: 'soon'"),
+        (mount(squall.endpoint, bucket, tmp_path, SECRET_KEY, "--shared-lease", "1s"),
+         "squall mount: --shared-lease must be at least 3 seconds"),
     ]
     for result, message in cases:
         assert result.returncode == 2, result

@@ -3,8 +3,10 @@ ranges of one file; the last writer to close completes one object holding all of
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,3 +74,33 @@ def test_mpi_ranks_on_two_mounts_write_one_shared_file(
     assert result.returncode == 0, (result.stdout, result.stderr, a.log(), b.log())
     body = s3.get_object(Bucket=a.bucket, Key=name)["Body"].read()
     assert body == expected_bytes(4, 3, 300_001)
+
+
+@pytest.mark.timeout(120)
+def test_a_file_left_by_a_killed_mount_is_written_again_by_the_next_run(
+        squall: SquallProcess, mount_bucket: str, tmp_path: Path, s3) -> None:
+    """A checkpoint job dies (its mount with it: SIGKILL) while writing a shared file;
+    once the dead mount's lease ran out, the next run's mount writes the same file and it
+    is completed: the abandoned upload does not keep it open for ever."""
+    options = [*SHARED, "--shared-lease", "3s"]
+    name = f"shared/restart-{uuid.uuid4().hex[:8]}.bin"
+    crashed = MountProcess(squall.endpoint, mount_bucket, tmp_path / "a", options).start()
+    try:
+        (crashed.path / "shared").mkdir(exist_ok=True)
+        fd = os.open(crashed.path / name, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.pwrite(fd, b"first run" * 100_000, 0)
+        os.fsync(fd)  # its parts are at the gateway; the sidecar names it open
+    finally:
+        crashed.kill()
+    with contextlib.suppress(OSError):  # the mount is gone (ENOTCONN)
+        os.close(fd)
+    time.sleep(3.5)  # the job is started again after the dead mount's lease ran out
+    restarted = MountProcess(squall.endpoint, mount_bucket, tmp_path / "b", options).start()
+    try:
+        data = b"second run" * 200_000
+        (restarted.path / name).write_bytes(data)  # waits for the lease, then takes over
+    finally:
+        assert restarted.stop() == 0, restarted.log()
+    assert s3.get_object(Bucket=mount_bucket, Key=name)["Body"].read() == data
+    assert s3.list_multipart_uploads(Bucket=mount_bucket, Prefix=name).get("Uploads", []) == []
+    assert "took over a shared upload" in restarted.log()
