@@ -136,16 +136,10 @@ class SharedUpload:
         for _ in range(CAS_ATTEMPTS):
             if not self.joined:
                 return
-            try:
-                body, etag = self._store.get_small(self._sidecar)
-            except NoSuchKey:
-                self._lose("its sidecar is gone")
+            found = self._read_mine()
+            if found is None:
                 return
-            state, now = json.loads(body), time.time()
-            mine = state["writers"].get(self._writer)
-            if state["upload_id"] != self.upload_id or not mine or not mine["open"]:
-                self._lose("another mount took the upload over")
-                return
+            state, etag, mine, now = found
             mine["expires"] = now + self._lease
             state["updated"] = now
             if self._swap(state, etag):
@@ -174,17 +168,11 @@ class SharedUpload:
         closed has expired). Returns True if this call completed it."""
         for _ in range(CAS_ATTEMPTS):
             self._check()
-            try:
-                body, etag = self._store.get_small(self._sidecar)
-            except NoSuchKey:
-                self._lose("its sidecar is gone")
-                continue
-            state, now = json.loads(body), time.time()
+            found = self._read_mine()
+            if found is None:
+                continue  # lost: the next _check raises
+            state, etag, mine, now = found
             writers = state["writers"]
-            mine = writers.get(self._writer)
-            if state["upload_id"] != self.upload_id or not mine or not mine["open"]:
-                self._lose("another mount took the upload over")
-                continue
             ended = max(end, int(mine.get("end", 0)))
             writers[self._writer] = self._entry(False, ended, now)
             state["updated"] = now
@@ -206,6 +194,21 @@ class SharedUpload:
         raise UploadFailed(resource=self.key)
 
     # -- helpers ---------------------------------------------------------------------------
+    def _read_mine(self) -> tuple[dict[str, Any], str, dict[str, Any], float] | None:
+        """(sidecar state, its ETag, this writer's entry, now); None (and ``lost``) when
+        the sidecar no longer holds this writer open in this upload."""
+        try:
+            body, etag = self._store.get_small(self._sidecar)
+        except NoSuchKey:
+            self._lose("its sidecar is gone")
+            return None
+        state = json.loads(body)
+        mine = state["writers"].get(self._writer)
+        if state["upload_id"] != self.upload_id or not mine or not mine["open"]:
+            self._lose("another mount took the upload over")
+            return None
+        return state, etag, mine, time.time()
+
     def _entry(self, open_: bool, end: int, now: float) -> dict[str, Any]:
         return {"open": open_, "end": end, "expires": now + self._lease}
 
