@@ -106,10 +106,9 @@ class SharedFile(OpenFile):
                 self._touched = set()
             self.dirty = False
             if final and self._shared.joined:
-                try:
-                    self._shared.leave(self._ranges.end)
-                finally:
-                    self._renewer.remove(self._shared)
+                self._renewer.remove(self._shared)
+                if not self._shared.leave(self._ranges.end):
+                    self._renewer.watch(self._shared)  # completed or aborted by others
 
     def release(self) -> None:
         with self.lock:

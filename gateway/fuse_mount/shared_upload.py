@@ -193,6 +193,36 @@ class SharedUpload:
             return True
         raise UploadFailed(resource=self.key)
 
+    def settle(self) -> bool:
+        """After this writer left without being the last (the renewer asks every renewal
+        interval): True once the upload needs nothing more from this mount: completed,
+        taken over, written again here, or aborted here because every writer still open
+        stopped renewing (nobody else would complete it)."""
+        if self.joined:
+            return True
+        try:
+            body, etag = self._store.get_small(self._sidecar)
+        except NoSuchKey:
+            return True
+        state, now = json.loads(body), time.time()
+        writers = state["writers"]
+        if state["upload_id"] != self.upload_id or "aborting" in state:
+            return True
+        if any(_live(w, now) for w in writers.values()):
+            return False
+        dead = sorted(n for n, w in writers.items() if w["open"])
+        if not dead:
+            return True  # its last writer completes it
+        state["aborting"], state["updated"] = self._writer, now
+        if not self._swap(state, etag):
+            return False  # changed meanwhile: looked at again next round
+        log.error("%s: writers %s stopped renewing their leases before closing, after "
+                  "this mount closed: the upload is aborted and the previous version "
+                  "stays", self.key, ", ".join(dead))
+        self._discard(self.upload_id)
+        self._store.delete(self._sidecar)
+        return True
+
     # -- helpers ---------------------------------------------------------------------------
     def _read_mine(self) -> tuple[dict[str, Any], str, dict[str, Any], float] | None:
         """(sidecar state, its ETag, this writer's entry, now); None (and ``lost``) when
@@ -305,37 +335,58 @@ class LeaseRenewer:
 
     def __init__(self) -> None:
         self._uploads: weakref.WeakSet[SharedUpload] = weakref.WeakSet()
+        self._watched: set[SharedUpload] = set()  # left here, not completed yet
         self._due: weakref.WeakKeyDictionary[SharedUpload, float] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, upload: SharedUpload) -> None:
+        """Renew ``upload``'s lease until :meth:`remove`."""
         with self._lock:
             self._uploads.add(upload)
-            self._due[upload] = time.monotonic() + upload.renew_every
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="shared-leases",
-                                                daemon=True)
-                self._thread.start()
+            self._schedule(upload)
         self._wake.set()
 
     def remove(self, upload: SharedUpload) -> None:
         with self._lock:
             self._uploads.discard(upload)
 
+    def watch(self, upload: SharedUpload) -> None:
+        """``upload`` was left here by a writer that was not the last: look at it every
+        renewal interval until :meth:`SharedUpload.settle` says it is settled."""
+        with self._lock:
+            self._watched.add(upload)
+            self._schedule(upload)
+        self._wake.set()
+
+    def _schedule(self, upload: SharedUpload) -> None:
+        """(under the lock) ``upload`` is due one renewal interval from now."""
+        self._due[upload] = time.monotonic() + upload.renew_every
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="shared-leases",
+                                            daemon=True)
+            self._thread.start()
+
     def _run(self) -> None:
         while True:
             with self._lock:
-                uploads = list(self._uploads)
+                renewed, watched = list(self._uploads), list(self._watched)
+            uploads = renewed + watched
             now = time.monotonic()
             for upload in uploads:
-                if self._due.get(upload, now) <= now:
-                    self._due[upload] = now + upload.renew_every
-                    try:
+                if self._due.get(upload, now) > now:
+                    continue
+                self._due[upload] = now + upload.renew_every
+                try:
+                    if upload in self._watched:
+                        if upload.settle():
+                            with self._lock:
+                                self._watched.discard(upload)
+                    else:
                         upload.renew()
-                    except Exception as exc:  # noqa: BLE001 - tried again next round
-                        log.warning("%s: lease renewal failed: %r", upload.key, exc)
+                except Exception as exc:  # noqa: BLE001 - tried again next round
+                    log.warning("%s: lease renewal failed: %r", upload.key, exc)
             wait = min((self._due.get(u, now + 1.0) for u in uploads), default=now + 60.0)
             self._wake.wait(max(0.05, wait - time.monotonic()))
             self._wake.clear()

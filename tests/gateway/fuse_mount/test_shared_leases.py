@@ -142,3 +142,27 @@ def test_a_joiner_waits_while_the_last_writer_completes(store: BucketClient, s3,
     assert upload in uploads(s3, bucket, key)  # not aborted by the joiner
     s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
     assert joiner.upload.leave(0) is True
+
+
+def test_a_writer_that_left_aborts_once_the_others_died(store: BucketClient, s3, bucket: str,
+                                                        tmp_path: Path) -> None:
+    """A mount closed its share while another mount still wrote; that one died. The first
+    mount, still up, watches the upload and aborts it once the dead writer's lease ran
+    out, so that nothing is left for a lifecycle rule and the next run need not wait."""
+    key = f"ckpt-{uuid.uuid4().hex[:8]}.bin"
+    dead, left = Writer(store, key, "dead", tmp_path), Writer(store, key, "left", tmp_path)
+    renewer = LeaseRenewer()
+    dead.upload.join()
+    left.upload.join()
+    dead.write(0, b"D" * 100)
+    left.write(100, b"L" * 100)
+    assert left.upload.leave(200) is False  # the other writer is alive (for now)
+    renewer.watch(left.upload)
+    deadline = time.monotonic() + 10 * LEASE + 5
+    while keys_under(s3, bucket, sidecar_key(key)):
+        assert time.monotonic() < deadline, "the abandoned upload was never aborted"
+        time.sleep(0.1)
+    assert uploads(s3, bucket, key) == []
+    assert keys_under(s3, bucket, fragment_prefix(key, left.upload.upload_id)) == []
+    with pytest.raises(s3.exceptions.NoSuchKey):
+        s3.get_object(Bucket=bucket, Key=key)
