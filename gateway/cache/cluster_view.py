@@ -99,6 +99,10 @@ class ClusterView:
         records the backend refused for good)."""
         await self._tier.wait_flushed(bucket)
 
+    async def drain_bucket(self, bucket: str) -> None:
+        """:meth:`wait_flushed` for DeleteBucket: SlowDown once it took too long."""
+        await self._tier.drain_bucket(bucket)
+
     # -- mirrored write-back (gateway/cluster/replication.py) ---------------------------
     def entry(self, bucket: str, key: str) -> Entry | None:
         """This member's record of the key, as it is now."""

@@ -69,6 +69,10 @@ from gateway.listing import closing
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: How long DeleteBucket waits for the bucket's pending deletions to reach the backend
+#: before it answers 503 SlowDown (the flushes go on; the request can be sent again).
+BUCKET_DRAIN_TIMEOUT_S = 60.0
+
 
 class CacheTier:
     """The cache tier over ``inner``.
@@ -96,6 +100,7 @@ class CacheTier:
         self._settings = settings
         self._store = CacheStore(settings, index_path)
         self._bandwidth = backend_bandwidth
+        self.bucket_drain_timeout_s = BUCKET_DRAIN_TIMEOUT_S
         self._registry = registry
         self._policy: WritebackPolicy | None = None
         self._flusher: Flusher | None = None
@@ -205,6 +210,17 @@ class CacheTier:
         if self._flusher is None:
             raise ServiceUnavailable("the cache tier is not started")
         return await self._flusher.wait_flushed(bucket, progress)
+
+    async def drain_bucket(self, bucket: str) -> None:
+        """Wait until what is unflushed in ``bucket`` now (before DeleteBucket: its pending
+        deletions) is on the backend, for at most ``bucket_drain_timeout_s``: SlowDown
+        after that (a throttled or failing backend; the flushes go on)."""
+        try:
+            await asyncio.wait_for(self.wait_flushed(bucket), self.bucket_drain_timeout_s)
+        except TimeoutError:
+            raise SlowDown(f"the deletions pending in bucket {bucket} have not reached the "
+                           "backend yet; send DeleteBucket again later",
+                           retry_after=5) from None
 
     def status(self) -> dict[str, Any]:
         store, stats = self._store, self._store.stats
@@ -373,7 +389,7 @@ class CacheTier:
             for upload in mine:
                 with contextlib.suppress(NoSuchUpload):
                     await self._uploads.abort(bucket, upload.key, upload.upload_id)
-        await self.wait_flushed(bucket)  # pending deletes must reach the backend first
+        await self.drain_bucket(bucket)  # pending deletes must reach the backend first
         await self._inner.delete_bucket(bucket)
         self._buckets.discard(bucket)
         while keys := list(itertools.islice(store.entries_of(bucket), 1024)):

@@ -340,7 +340,7 @@ class PeerAPI:
                 raise BucketNotEmpty(bucket)
             await self._cache.abort_uploads(bucket)
             self._cache.expedite_deletes(bucket)
-            await self._cache.wait_flushed(bucket)
+            await self._cache.drain_bucket(bucket)
         return _json_response(None)
 
     async def forget(self, request: Request) -> Response:

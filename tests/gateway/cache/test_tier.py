@@ -14,6 +14,7 @@ from backends.errors import (
     NoSuchBucket,
     NoSuchKey,
     PreconditionFailed,
+    SlowDown,
 )
 from gateway.cache.entry import EntryState
 from tests.gateway.cache.conftest import (
@@ -247,3 +248,23 @@ async def test_two_volumes_spread_and_count(env: Env) -> None:
     for i in range(4):
         assert await read_all(await tier.get_object(BUCKET, f"k{i}")) == payload(15_000, seed=i)
     await until(lambda: tier.status()["dirty_bytes"] == 0, "flush")
+
+
+async def test_delete_bucket_waits_a_bounded_time_for_pending_deletions(env: Env) -> None:
+    """A deletion the backend does not take yet (its bucket directory is broken: a real
+    fault) keeps DeleteBucket waiting only so long: 503 SlowDown, nothing deleted, and
+    the same request succeeds once the deletion is flushed."""
+    tier = await env.tier()
+    await tier.create_bucket("other")
+    await tier.put_object("other", "k", body(b"x"), meta=META)
+    await tier.wait_flushed("other")
+    await tier.delete_object("other", "k")  # a pending deletion in the cache
+    env.break_bucket("other")
+    tier.bucket_drain_timeout_s = 0.5
+    with pytest.raises(SlowDown):
+        await tier.delete_bucket("other")
+    env.repair_bucket("other")
+    assert await tier.head_bucket("other")  # not deleted
+    await tier.delete_bucket("other")
+    with pytest.raises(NoSuchBucket):
+        await tier.head_bucket("other")
