@@ -1,18 +1,20 @@
-"""A lighter path for the mount's two hottest requests, PutObject of a whole file held in
-memory and HeadObject: signed with botocore's own SigV4 signer and sent over a urllib3
-pool, without botocore's request pipeline (serialisation, event hooks, response parsing
-and, for a missing key, its exceptions): that pipeline was three quarters of the mount's
-CPU per small file.
+"""A lighter path for the mount's hottest requests, PutObject of a whole file held in
+memory, HeadObject and ranged GetObject: signed with botocore's own SigV4 signer and sent
+over a urllib3 pool, without botocore's request pipeline (serialisation, event hooks,
+response parsing and, for a missing key, its exceptions): that pipeline was three quarters
+of the mount's CPU per small file.
 
-Only the plain outcomes are handled here: a stored object, a HEAD's 200 or 404. Anything
-else (another status, a dropped connection, a timeout) returns None and the caller sends
-the same request through boto3, whose retries and error translation then decide the
-outcome exactly as for every other request.
+Only the plain outcomes are handled here: a stored object, a HEAD's 200 or 404, a GET's
+206 of exactly the range asked for. Anything else (another status, a dropped connection,
+a timeout, a short body) returns None (or False) and the caller sends the same request
+through boto3, whose retries and error translation then decide the outcome exactly as for
+every other request.
 """
 
 from __future__ import annotations
 
 import email.utils
+import http.client
 import logging
 import urllib.parse
 from collections.abc import Mapping
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 # Bodies are not signed: the gateway verifies their CRC32C header (as for boto3's requests).
 _CLIENT_CONFIG = Config(s3={"payload_signing_enabled": False})
 _META = "x-amz-meta-"
+# An error body up to this size is read to keep its connection; a larger one is closed.
+_DRAIN_LIMIT = 64 * 1024
 
 #: What a HEAD found: (size, ETag, mtime, user metadata), or MISSING (404).
 Head = tuple[int, str, float, dict[str, str]]
@@ -37,7 +41,7 @@ MISSING = "missing"
 
 
 class LightRequests:
-    """PutObject and HeadObject on one bucket (thread-safe)."""
+    """PutObject, HeadObject and ranged GetObject on one bucket (thread-safe)."""
 
     def __init__(self, endpoint: str, bucket: str, access_key: str, secret_key: str, *,
                  region: str, pool_size: int, connect_timeout: float,
@@ -84,8 +88,75 @@ class LightRequests:
                     if k.lower().startswith(_META)}
         return size, str(h.get("ETag", "")), mtime, metadata
 
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None
+                  ) -> bytes | None:
+        """Bytes ``[start, end)`` of the object (``If-Match``: ``if_match``), or None for
+        anything but a 206 of exactly that range (the caller then uses boto3)."""
+        response = self._ranged(key, start, end, if_match)
+        if response is None:
+            return None
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
+            _failed(response, key, exc)
+            return None
+        if len(data) != end - start:
+            _failed(response, key, f"{len(data)} bytes of {end - start}")
+            return None
+        return data
+
+    def get_into(self, key: str, start: int, into: memoryview, *, if_match: str | None
+                 ) -> bool:
+        """Fill ``into`` with bytes ``[start, start + len(into))`` of the object, read from
+        the socket straight into it (no intermediate bytes object); False for anything but
+        a 206 of exactly that range, whole (the caller then uses boto3)."""
+        size = len(into)
+        response = self._ranged(key, start, start + size, if_match)
+        if response is None:
+            return False
+        # http.client's response under urllib3's: its readinto is the socket's recv_into
+        # (urllib3's own readinto reads into a new bytes object and copies it).
+        raw = getattr(response, "_fp", None)
+        got = 0
+        try:
+            while raw is not None and got < size:
+                if not (n := raw.readinto(into[got:])):
+                    break
+                got += n
+        except (OSError, http.client.HTTPException) as exc:
+            _failed(response, key, exc)
+            return False
+        if got != size:
+            _failed(response, key, f"{got} bytes of {size}")
+            return False
+        response.release_conn()
+        return True
+
+    def _ranged(self, key: str, start: int, end: int, if_match: str | None
+                ) -> urllib3.HTTPResponse | None:
+        """A GET of ``[start, end)`` whose body is still to be read: only a 206 of exactly
+        that range, with a plain body of its length; None otherwise (connection released)."""
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        if if_match:
+            headers["If-Match"] = if_match
+        response = self._send("GET", key, headers, None, preload=False)
+        if response is None:
+            return None
+        h = response.headers
+        if (isinstance(response, urllib3.HTTPResponse) and response.status == 206
+                and h.get("Content-Length") == str(end - start)
+                and h.get("Content-Range", "").startswith(f"bytes {start}-{end - 1}/")
+                and h.get("Content-Encoding", "identity") == "identity"
+                and "Transfer-Encoding" not in h):
+            return response
+        log.debug("GET %s bytes %d-%d: status %d; sending it again through boto3",
+                  key, start, end - 1, response.status)
+        _discard(response)
+        return None
+
     def _send(self, method: str, key: str, headers: dict[str, str],
-              body: bytes | bytearray | None) -> urllib3.BaseHTTPResponse | None:
+              body: bytes | bytearray | None, *, preload: bool = True
+              ) -> urllib3.BaseHTTPResponse | None:
         url = self._base + urllib.parse.quote(key, safe="/~")
         request = AWSRequest(method=method, url=url, data=b"", headers=headers)
         request.context["client_config"] = _CLIENT_CONFIG
@@ -93,7 +164,27 @@ class LightRequests:
         try:
             return self._pool.request(method, url, body=body,  # type: ignore[arg-type]
                                       headers=dict(request.headers.items()),
-                                      preload_content=True, redirect=False)
+                                      preload_content=preload, redirect=False)
         except urllib3.exceptions.HTTPError as exc:
             log.debug("%s %s: %s; sending it again through boto3", method, key, exc)
             return None
+
+
+def _discard(response: urllib3.BaseHTTPResponse) -> None:
+    """Give a response's connection back: a small body read to the end, a larger (or
+    unknown) one closed."""
+    try:
+        if int(response.headers.get("Content-Length", _DRAIN_LIMIT + 1)) <= _DRAIN_LIMIT:
+            response.drain_conn()
+            return
+    except (ValueError, OSError, http.client.HTTPException, urllib3.exceptions.HTTPError):
+        pass
+    response.close()
+    response.release_conn()
+
+
+def _failed(response: urllib3.BaseHTTPResponse, key: str, reason: object) -> None:
+    """A body that broke off: its connection is closed (the caller then uses boto3)."""
+    log.debug("GET %s: %s; sending it again through boto3", key, reason)
+    response.close()
+    response.release_conn()

@@ -51,11 +51,7 @@ class _FUSE(mfusepy.FUSE):
         data = self.operations.read(None if path is None else path.decode(
             self.encoding, self.errors), size, offset, fip.contents.fh)
         if isinstance(data, Chunk):
-            if data.length > size:
-                raise ValueError(f"read returned {data.length} bytes, more than {size}")
-            base = ctypes.cast(ctypes.c_char_p(data.data), ctypes.c_void_p).value or 0
-            ctypes.memmove(buf, base + data.start, data.length)
-            return data.length
+            return data.copy_to(buf, size)
         if len(data) > size:
             raise ValueError(f"read returned {len(data)} bytes, more than {size}")
         ctypes.memmove(buf, data, len(data))

@@ -19,7 +19,7 @@ from botocore.config import Config
 from botocore.utils import parse_timestamp
 
 from backends.checksums import new_hasher
-from backends.errors import NoSuchKey
+from backends.errors import BackendError, NoSuchKey
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.light import MISSING, LightRequests
 
@@ -69,8 +69,9 @@ class BucketClient:
                  region: str = "us-east-1", max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32,
                  ca_bundle: Path | None = None, light_requests: bool = True) -> None:
-        """``light_requests``: send ``put`` and ``head`` through :class:`LightRequests` first
-        (not with requests routed by boto3 event hooks, which it does not run)."""
+        """``light_requests``: send ``put``, ``head`` and ranged GETs through
+        :class:`LightRequests` first (not with requests routed by boto3 event hooks, which
+        it does not run)."""
         self.bucket = bucket
         self._light = LightRequests(endpoint, bucket, credentials.access_key,
                                credentials.secret_key, region=region, pool_size=pool_size,
@@ -128,6 +129,30 @@ class BucketClient:
         """Bytes ``[start, end)`` of the object (``end`` is exclusive)."""
         if end <= start:
             return b""
+        if self._light is not None:
+            data = self._light.get_range(key, start, end, if_match=if_match)
+            if data is not None:
+                return data
+        return self._get_range_boto3(key, start, end, if_match=if_match)
+
+    def get_into(self, key: str, start: int, into: memoryview, *,
+                 if_match: str | None = None) -> None:
+        """Fill ``into`` with bytes ``[start, start + len(into))`` of the object: on the
+        light path read from the socket straight into it, else through boto3 (then copied).
+        A body of another length than asked for is a BackendError (EIO)."""
+        if not into:
+            return
+        if self._light is not None and self._light.get_into(key, start, into,
+                                                            if_match=if_match):
+            return
+        data = self._get_range_boto3(key, start, start + len(into), if_match=if_match)
+        if len(data) != len(into):
+            raise BackendError(f"GetObject {self.bucket}/{key}: {len(data)} bytes for a "
+                               f"range of {len(into)} at {start}")
+        into[:] = data
+
+    def _get_range_boto3(self, key: str, start: int, end: int, *,
+                         if_match: str | None) -> bytes:
         extra = {"IfMatch": if_match} if if_match else {}
         with translate("GetObject", self.bucket, key):
             r = self._client.get_object(Bucket=self.bucket, Key=key,

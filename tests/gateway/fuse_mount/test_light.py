@@ -1,11 +1,13 @@
-"""The light PutObject and HeadObject path of the mount's store: what it stores and reads is
-what boto3 stores and reads, and every failure is decided as before (same typed errors,
-same errno)."""
+"""The light PutObject, HeadObject and ranged GetObject path of the mount's store: what it
+stores and reads is what boto3 stores and reads, and every failure is decided as before
+(same typed errors, same errno)."""
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import threading
 import uuid
 
 import pytest
@@ -109,3 +111,118 @@ def test_store_without_light_requests(squall: SquallProcess, s3, bucket: str) ->
                          light_requests=False)
     assert store.put("boto3.txt", b"x", {}) == s3.head_object(
         Bucket=bucket, Key="boto3.txt")["ETag"]
+
+
+# Ranged GETs: the mount's block fetches (get_into) and other reads (get_range).
+
+def _stores(endpoint: str, bucket: str) -> tuple[BucketClient, BucketClient]:
+    creds = GatewayCredentials(ACCESS_KEY, SECRET_KEY)
+    return (BucketClient(endpoint, bucket, creds, max_attempts=1),
+            BucketClient(endpoint, bucket, creds, max_attempts=1, light_requests=False))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_light_ranged_get_reads_what_boto3_reads(squall: SquallProcess, s3, bucket: str,
+                                                 key: str) -> None:
+    body = os.urandom(300_000)
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=body)["ETag"]
+    get = light(squall.endpoint, bucket)
+    for start, end in ((0, len(body)), (1, 2), (12_345, 299_999), (299_999, 300_000)):
+        into = bytearray(end - start)
+        assert get.get_into(key, start, memoryview(into), if_match=etag)
+        assert into == body[start:end]
+        assert get.get_range(key, start, end, if_match=etag) == body[start:end]
+        assert get.get_range(key, start, end, if_match=None) == body[start:end]
+    light_store, boto3_store = _stores(squall.endpoint, bucket)
+    into = bytearray(100_000)
+    light_store.get_into(key, 7, memoryview(into), if_match=etag)
+    assert into == body[7:100_007] == boto3_store.get_range(key, 7, 100_007, if_match=etag)
+
+
+def test_light_ranged_get_declines_every_other_outcome(squall: SquallProcess, s3,
+                                                        bucket: str) -> None:
+    """412 (another version), 404, 416 (past the end), a wrong signature: None / False,
+    and the connection pool still serves the next request."""
+    etag = s3.put_object(Bucket=bucket, Key="k", Body=b"0123456789")["ETag"]
+    get = light(squall.endpoint, bucket)
+    into = memoryview(bytearray(4))
+    assert not get.get_into("k", 0, into, if_match='"0123456789abcdef0123456789abcdef"')
+    assert get.get_range("k", 0, 4, if_match='"0123456789abcdef0123456789abcdef"') is None
+    assert not get.get_into("absent", 0, into, if_match=None)
+    assert get.get_range("k", 20, 24, if_match=None) is None
+    assert not light(squall.endpoint, bucket, secret="wrong").get_into("k", 0, into,
+                                                                       if_match=None)
+    assert get.get_into("k", 2, into, if_match=etag) and bytes(into) == b"2345"
+
+
+def test_store_ranged_get_errors_are_those_of_boto3(squall: SquallProcess, s3,
+                                                     bucket: str) -> None:
+    """What the light path declines is decided by boto3 exactly as before: a replaced
+    version is PreconditionFailed (ESTALE), a missing key NoSuchKey (ENOENT), a range past
+    the end InvalidRange."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"0123456789")
+    stale = '"0123456789abcdef0123456789abcdef"'
+    for store in _stores(squall.endpoint, bucket):
+        with pytest.raises(se.PreconditionFailed) as caught:
+            store.get_into("k", 0, memoryview(bytearray(4)), if_match=stale)
+        assert errno_for(caught.value) == errno.ESTALE
+        with pytest.raises(se.PreconditionFailed):
+            store.get_range("k", 0, 4, if_match=stale)
+        with pytest.raises(se.NoSuchKey) as missing:
+            store.get_into("absent", 0, memoryview(bytearray(4)))
+        assert errno_for(missing.value) == errno.ENOENT
+        with pytest.raises(se.InvalidRange):
+            store.get_range("k", 20, 24)
+        assert store.get_range("k", 3, 3) == b""
+
+
+def _truncating_server(body_sent: bytes, declared: int) -> tuple[socket.socket, str]:
+    """A loopback server answering every request with a 206 that declares ``declared``
+    bytes, sends ``body_sent`` and closes the connection."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 206 Partial Content\r\n"
+                             b"Content-Length: %d\r\nContent-Range: bytes 0-%d/%d\r\n\r\n%s"
+                             % (declared, declared - 1, declared, body_sent))
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_store_ranged_get_goes_through_boto3_when_the_body_breaks_off(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    """Fault injected (the real gateway does not cut a body short on demand): the light
+    path reads from a server that sends half the body and closes; the block is then
+    fetched through boto3 from the gateway, whole."""
+    body = os.urandom(200_000)
+    etag = s3.put_object(Bucket=bucket, Key="cut", Body=body)["ETag"]
+    server, url = _truncating_server(body[:100_000], len(body))
+    with server:
+        cut = light(url, bucket)
+        into = bytearray(len(body))
+        assert not cut.get_into("cut", 0, memoryview(into), if_match=etag)
+        assert cut.get_range("cut", 0, len(body), if_match=etag) is None
+        store, _ = _stores(squall.endpoint, bucket)
+        store._light = cut  # the fault injected
+        store.get_into("cut", 0, memoryview(into), if_match=etag)
+        assert into == body
+        assert store.get_range("cut", 0, len(body), if_match=etag) == body
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        store._light = light(dead, bucket)  # the fault injected: a closed port
+        into[:] = bytes(len(body))
+        store.get_into("cut", 0, memoryview(into), if_match=etag)
+        assert into == body
