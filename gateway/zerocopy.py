@@ -9,8 +9,9 @@ kernel then moves the file's bytes to the socket without copying them through Py
 (:class:`backends.regions.FileRegion`).
 
 The send runs in a worker thread (a file whose pages are not cached makes sendfile wait
-for the device, never the event loop), sending until the socket's buffer is full; the
-event loop then waits for the socket to take more, through a duplicate of its fd (uvloop
+for the device, never the event loop), sending while the client keeps taking the bytes
+(a full socket buffer is waited for in the thread for up to ``SPIN_MS``); after that the
+event loop waits for the socket to take more, through a duplicate of its fd (uvloop
 watches the original for the transport).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import select
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,6 +29,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from backends.blocking import run_blocking
 
 EXTENSION = "http.response.zerocopysend"
+#: how long a send thread waits for room in a full socket buffer before it hands the
+#: socket back to the event loop
+SPIN_MS = 20
 #: errors that mean the client went away
 _GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN)
 
@@ -104,13 +109,22 @@ async def send_file(transport: asyncio.Transport, file_fd: int, offset: int, cou
 
 
 def _send_some(sock_fd: int, file_fd: int, offset: int, count: int) -> tuple[int, bool]:
-    """sendfile until done or the socket's buffer is full: (bytes sent, blocked)."""
+    """sendfile until done, or until the socket's buffer stayed full for ``SPIN_MS``:
+    (bytes sent, blocked). A client that reads as fast as the file is sent keeps the send
+    in this thread, without a round trip through the event loop (and a gap on the wire)
+    each time the buffer fills; a slower one gives the thread back."""
     sent = 0
+    poller: select.poll | None = None
     while sent < count:
         try:
             n = os.sendfile(sock_fd, file_fd, offset + sent, count - sent)
         except BlockingIOError:
-            return sent, True
+            if poller is None:
+                poller = select.poll()
+                poller.register(sock_fd, select.POLLOUT)
+            if not poller.poll(SPIN_MS):
+                return sent, True
+            continue
         if n == 0:
             raise OSError(errno.EIO, "the file ended before the response did")
         sent += n
