@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 from backends.blocking import run_cache_blocking
 
-if TYPE_CHECKING:
-    from gateway.cache.index import Batch
-
-WriteMany = Callable[[Sequence["Batch"], bool], None]
+B = TypeVar("B")  # a batch of index changes (gateway.cache.index.Batch)
 
 
-class GroupCommit:
+class GroupCommit(Generic[B]):
     """Queues index writes and applies each queue in one RocksDB write.
 
     ``write_many(batches, sync)`` is the blocking write of several batches as one
@@ -39,14 +36,14 @@ class GroupCommit:
     written (the mean group size is their ratio).
     """
 
-    def __init__(self, write_many: WriteMany) -> None:
+    def __init__(self, write_many: Callable[[Sequence[B], bool], None]) -> None:
         self._write_many = write_many
-        self._queue: list[tuple[Batch, bool, asyncio.Future[None]]] = []
+        self._queue: list[tuple[B, bool, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.groups = 0
         self.batches = 0
 
-    async def write(self, batch: Batch, *, sync: bool) -> None:
+    async def write(self, batch: B, *, sync: bool) -> None:
         """Apply ``batch`` atomically; with ``sync``, return once the WAL holding it is
         on stable storage."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()

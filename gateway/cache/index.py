@@ -188,7 +188,7 @@ class Index:
         self._nosync.sync = False
         #: the memory held by the inline payloads of loaded and new records
         self.inline = InlineBudget()
-        self._group = GroupCommit(self.write_many)
+        self._group: GroupCommit[Batch] = GroupCommit(self.write_many)
         #: why the last write failed (None: it succeeded): writes cannot be acknowledged
         self.failure: str | None = None
 
