@@ -254,7 +254,8 @@ async def test_delete_bucket_waits_a_bounded_time_for_pending_deletions(env: Env
     """A deletion the backend does not take yet (its bucket directory is broken: a real
     fault) keeps DeleteBucket waiting only so long: 503 SlowDown, nothing deleted, and
     the same request succeeds once the deletion is flushed."""
-    tier = await env.tier()
+    # The broken bucket answers NoSuchBucket, which is retried (not quarantined) here.
+    tier = await env.tier(cache_settings(env.base, quarantine_attempts=1000))
     await tier.create_bucket("other")
     await tier.put_object("other", "k", body(b"x"), meta=META)
     await tier.wait_flushed("other")
@@ -265,6 +266,7 @@ async def test_delete_bucket_waits_a_bounded_time_for_pending_deletions(env: Env
         await tier.delete_bucket("other")
     env.repair_bucket("other")
     assert await tier.head_bucket("other")  # not deleted
+    tier.bucket_drain_timeout_s = 60.0
     await tier.delete_bucket("other")
     with pytest.raises(NoSuchBucket):
         await tier.head_bucket("other")
