@@ -110,10 +110,10 @@ class ServerSection(Section):
         "info", description="log level")
     access_log: bool = Field(True, description="log one line per request")
     workers: WorkerCount = Field(
-        "auto", validate_default=True, description="worker processes serving the port, each owning a share of the "
-                            "keys; auto: one per core on 3 or more cores (at most 8), one "
-                            "process on fewer or where workers cannot run (see "
-                            "docs/workers.md)")
+        "auto", validate_default=True,
+        description="worker processes serving the port, each owning a share of the keys; "
+                    "auto: one per core on 3 or more cores (at most 8), one process on "
+                    "fewer or where workers cannot run (see docs/workers.md)")
     worker_handover: bool = Field(
         True, description="with --workers N: move a connection whose request is for "
                           "another worker's key to that worker instead of proxying the "

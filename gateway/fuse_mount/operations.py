@@ -30,7 +30,8 @@ from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_o
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import Chunk, ReadAhead
 from gateway.fuse_mount.settings import MountSettings
-from gateway.fuse_mount.shared import LeaseRenewer, SharedFile, being_written, is_shared
+from gateway.fuse_mount.shared import SharedFile, being_written, is_shared
+from gateway.fuse_mount.shared_upload import LeaseRenewer
 from gateway.fuse_mount.store import BucketClient
 
 log = logging.getLogger(__name__)

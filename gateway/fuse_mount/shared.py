@@ -30,8 +30,6 @@ from gateway.fuse_mount.shared_upload import (
 )
 from gateway.fuse_mount.store import BucketClient
 
-__all__ = ["LeaseRenewer", "Ranges", "SharedFile", "being_written", "is_shared"]
-
 
 def being_written(store: BucketClient, key: str) -> bool:
     """Whether some mount writes the shared file ``key`` now (its sidecar exists): the

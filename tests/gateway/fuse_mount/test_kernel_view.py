@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from gateway.fuse_mount.kernel_view import KernelView
-from gateway.fuse_mount.shared import Ranges
+from gateway.fuse_mount.shared_upload import Ranges
 
 
 def test_lookup_of_a_changed_file_is_estale_once_after_the_entry_expired() -> None:

@@ -43,14 +43,19 @@ def test_a_directory_made_here_is_known_empty_and_kept_up_to_date(clock: Clock) 
 
 
 class Fetcher:
-    """A directory's entries as a lister would return them; counts its calls."""
+    """A directory's entries as a lister would return them; counts its calls. With a
+    ``clock``, each fetch takes ``taking`` seconds of it."""
 
-    def __init__(self, names: dict[str, bool] | None = None) -> None:
+    def __init__(self, names: dict[str, bool] | None = None, *, clock: Clock | None = None,
+                 taking: float = 0.0) -> None:
         self.entries = dict(names or {})
         self.calls = 0
+        self._clock, self._taking = clock, taking
 
     def __call__(self, directory: str, max_entries: int) -> dict[str, bool] | None:
         self.calls += 1
+        if self._clock is not None:
+            self._clock.now += self._taking
         return dict(self.entries) if len(self.entries) <= max_entries else None
 
 
@@ -91,10 +96,7 @@ def test_a_listing_is_fresh_for_one_ttl_from_the_start_of_its_fetch(clock: Clock
     listings.made("/d")
     clock.now += 1.5
 
-    def slow(directory: str, max_entries: int) -> dict[str, bool]:
-        clock.now += 0.6
-        return {"a": False}
-
+    slow = Fetcher({"a": False}, clock=clock, taking=0.6)
     assert listings.names("/d", slow) == {"a": False}
     clock.now += 0.5  # 1.1 s after the fetch started
     assert listings.names("/d") is None
@@ -171,10 +173,7 @@ def test_a_fetch_slower_than_the_ttl_is_not_kept_and_tried_again_later(clock: Cl
     listings.made("/d")
     clock.now += 1.5
 
-    def slow(directory: str, max_entries: int) -> dict[str, bool]:
-        clock.now += 1.2
-        return {"a": False}
-
+    slow = Fetcher({"a": False}, clock=clock, taking=1.2)
     assert listings.names("/d", slow) is None
     clock.now += 10  # name by name for 10x the time the fetch took (12 s)
     fetch = Fetcher({"a": False, "b": False})
