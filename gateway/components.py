@@ -156,8 +156,11 @@ def cache_settings(settings: Settings) -> CacheSettings:
                          admission=settings.cache_admission)
 
 
-def build_components(settings: Settings, credentials: Credentials) -> Components:
-    """Build the stack; ValueError with a readable message for bad settings."""
+def build_components(settings: Settings, credentials: Credentials, *,
+                     host_worker: tuple[int, int] = (0, 1)) -> Components:
+    """Build the stack; ValueError with a readable message for bad settings.
+    ``host_worker``: (this worker, workers per host) of a cluster of hosts that run
+    ``--workers N`` (docs/workers.md)."""
     metrics = Metrics()
     spec = settings.backend_spec
     backend: Backend = create_backend(spec.kind, spec.args, BackendOptions(
@@ -207,7 +210,8 @@ def build_components(settings: Settings, credentials: Credentials) -> Components
                                   dirty_replicas=settings.dirty_replicas,
                                   mirror_dir=settings.data_dir / "mirror",
                                   membership_file=settings.data_dir / "cluster-members.json",
-                                  join=settings.join, peers_file=settings.peers_file)
+                                  join=settings.join, peers_file=settings.peers_file,
+                                  workers=host_worker)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend

@@ -338,7 +338,9 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
     def _resolve_auto_workers(self) -> Settings:
         if self.workers == AUTO_WORKERS:
             self._workers_auto = True
-            self.workers = 1 if self.workers_refusal() else auto_worker_count(usable_cores())
+            # Members of a cluster must agree on the count: it is chosen, not guessed.
+            self.workers = 1 if self.workers_refusal() or self.peers \
+                else auto_worker_count(usable_cores())
         return self
 
     @property
@@ -348,11 +350,12 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
 
     def workers_refusal(self) -> str | None:
         """Why this gateway cannot run as several worker processes (None: it can)."""
-        if self.peers or self.peers_file:
-            return ("--workers N cannot be combined with --peers yet: run one "
-                    "single-process member per host (see docs/workers.md)")
-        if self.node_id is not None:
-            return "--node-id needs --peers, which --workers N does not support yet"
+        if self.peers_file or self.join:
+            return ("--workers N cannot be combined with --peers-file or --join (members "
+                    "of workers are not added or removed live yet): list the members "
+                    "with --peers (see docs/workers.md)")
+        if self.node_id is not None and not self.peers:
+            return "--node-id needs --peers (the ordered member list)"
         if self.backend_spec.kind == "blobseer_like":
             return ("the blobseer_like backend is used by one process at a time; "
                     "run it with --workers 1")

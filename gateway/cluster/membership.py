@@ -449,6 +449,10 @@ class Membership:
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
         node = self._node
+        if node.ring.workers > 1:
+            raise InvalidArgument("members that run --workers N are not added or removed "
+                                  "live: stop every member, then start them all with the "
+                                  "new --peers (docs/workers.md)")
         if node.transport.local_workers:
             raise InvalidArgument("the workers of --workers N are not a cluster whose "
                                   "members can change")

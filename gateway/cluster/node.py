@@ -159,7 +159,9 @@ class ClusterNode:
         departed = self.membership.left
         if self.member_file is not None and self._fresh and not self.membership.joining:
             await self.member_file.find_cluster()
-        if not departed and not self.membership.joining and len(self.ring.members) > 1:
+        # (members running --workers N are never removed live: nothing to ask)
+        if not departed and not self.membership.joining and len(self.ring.members) > 1 \
+                and self.ring.workers == 1:
             departed = self._dropped_stale = await self.membership.removed_while_away()
         if self._cache is not None:
             # A joining member owns nothing yet: what it holds from an earlier life may be
@@ -216,6 +218,26 @@ class ClusterNode:
                 "membership": "left" if self.membership.left else
                 "joining" if self.membership.joining else
                 "changing" if self.membership.pending else "stable"}
+
+
+    def describe_hosts(self) -> dict[str, Any]:
+        """``GET /_squall/cluster`` on the port of a member running ``--workers N``: the
+        hosts, enough for a client to compute a key's host (ring.py), which passes the
+        request to the key's worker; a host is as healthy as its least healthy worker."""
+        ring = self.ring
+        mine = ring.self_index // ring.workers
+        members = []
+        for host, url in enumerate(ring.hosts):
+            workers = range(host * ring.workers, (host + 1) * ring.workers)
+            health = [("up" if self.ready() else "starting") if i == ring.self_index
+                      else self.health.describe(i)["health"] for i in workers]
+            worst = next((h for h in ("down", "ring-mismatch", "starting", "unknown")
+                          if h in health), "up")
+            members.append({"node_id": host, "url": url, "self": host == mine,
+                            "health": worst, "workers": health})
+        return {"format": RING_FORMAT, "hash": HASH_NAME, "ring_id": fingerprint(ring.hosts),
+                "node_id": mine, "members": members, "workers": ring.workers,
+                "membership_version": self.membership.version, "membership": "stable"}
 
 
 def describe_single() -> dict[str, Any]:

@@ -71,7 +71,7 @@ class PeerAuth:
         if ring_id != self._ring_id:
             raise RingMismatch(f"cluster members disagree on the member list (ring "
                                f"{ring_id} from node {sender}, {self._ring_id} here); give "
-                               "every member the same --peers")
+                               "every member the same --peers (and --workers N)")
         member, to, when = natural(sender), natural(target), natural(stamp)
         if member is None or to is None or when is None:
             raise PeerAuthFailed("The cluster peer header is malformed.")
@@ -110,3 +110,9 @@ def marker_ring(value: str) -> str | None:
     """The ring id a peer marker names (not verified), None when it is malformed."""
     parts = value.split(":")
     return parts[5] if len(parts) == 7 else None
+
+
+def marker_target(value: str) -> int | None:
+    """The member a peer marker is signed for (not verified), None when malformed."""
+    parts = value.split(":")
+    return natural(parts[2]) if len(parts) == 7 else None

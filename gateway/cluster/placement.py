@@ -5,6 +5,9 @@ A key's *preference list* is every member ordered by its rendezvous weight for t
 (highest first): the first is the owner (:mod:`gateway.cluster.ring`), the next
 ``replicas - 1`` members that are up keep mirror copies of its unflushed writes. With
 ``replicas == 1`` nothing here consults health: ownership is the ring's, as before.
+When the members are the workers of several hosts (``Ring.workers`` > 1), the list holds
+one member per host, the key's worker there, hosts in the order of their weights: the
+copies of a write are on other hosts than its owner's, never beside it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import time
 
 from gateway.cluster.health import Health, HealthMonitor
-from gateway.cluster.ring import Ring, routing_key, weight
+from gateway.cluster.ring import Ring, routing_key, weight, worker_index
 
 #: how long a member that claimed its keys back counts as up before it answers checks
 CLAIM_GRACE_S = 30.0
@@ -29,7 +32,7 @@ class Placement:
         self.self_index = ring.self_index
         self.id = ring.id
         self._wanted = max(1, replicas)  # --dirty-replicas, bounded by the member count
-        self.replicas = min(self._wanted, len(ring.members))
+        self.replicas = min(self._wanted, len(ring.hosts))
         self._health = health
         # node -> when it claimed its keys back (it serves them even if the last health
         # check, older than that, found it down)
@@ -43,7 +46,7 @@ class Placement:
         unflushed and no mirror copy was held anywhere at that moment)."""
         self.ring, self.members = ring, ring.members
         self.self_index, self.id = ring.self_index, ring.id
-        self.replicas = min(self._wanted, len(ring.members))
+        self.replicas = min(self._wanted, len(ring.hosts))
         self._returned.clear()
         self.lost.clear()
 
@@ -53,8 +56,16 @@ class Placement:
 
     def preference(self, bucket: str, key: str) -> list[int]:
         rkey = routing_key(key)
-        return sorted(range(len(self.members)), reverse=True,
-                      key=lambda i: (weight(self.members[i], bucket, rkey), self.members[i]))
+        workers = self.ring.workers
+        if workers == 1:
+            return sorted(range(len(self.members)), reverse=True,
+                          key=lambda i: (weight(self.members[i], bucket, rkey),
+                                         self.members[i]))
+        hosts = self.ring.hosts
+        order = sorted(range(len(hosts)), reverse=True,
+                       key=lambda h: (weight(hosts[h], bucket, rkey), hosts[h]))
+        worker = worker_index(workers, bucket, key)
+        return [h * workers + worker for h in order]
 
     def down(self, node: int) -> bool:
         """Whether ``node`` is down now: as the last health check found it, except just

@@ -8,6 +8,12 @@ The weight of member ``m`` for a key is the first 8 bytes (big-endian) of
 member's normalised URL; the member with the highest weight owns the key (ties, which
 need a 64-bit collision, go to the greater URL). Adding or removing one member moves only
 the keys it gains or loses.
+
+Members that run ``--workers N`` (N processes per host, docs/workers.md) make a ring of
+N members per host, named ``<host URL>/worker-<k>``: the owner is found in two steps, the
+host by the weights of the host URLs (exactly as above, so a client that knows only the
+hosts finds the right one), then the worker of that host by the weights of the names
+``worker-<k>``, the same on every host.
 """
 
 from __future__ import annotations
@@ -63,6 +69,17 @@ def owner_index(members: Sequence[str], bucket: str, key: str) -> int:
     return best_index
 
 
+def worker_index(workers: int, bucket: str, key: str) -> int:
+    """Which of a host's ``workers`` owns ``(bucket, key)`` there."""
+    rkey = routing_key(key)
+    return max(range(workers), key=lambda k: (weight(f"worker-{k}", bucket, rkey), k))
+
+
+def worker_member(host_url: str, worker: int) -> str:
+    """The ring name of worker ``worker`` of the member at ``host_url``."""
+    return f"{host_url}/worker-{worker}"
+
+
 def fingerprint(members: Sequence[str]) -> str:
     """A short id of the ordered member list; members must agree on it to talk."""
     return hashlib.blake2b("\n".join(members).encode(), digest_size=8).hexdigest()
@@ -70,10 +87,14 @@ def fingerprint(members: Sequence[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Ring:
-    """The ordered member list (normalised URLs) and this node's index in it."""
+    """The ordered member list (normalised URLs) and this node's index in it.
+
+    ``workers`` > 1: the members are the hosts' workers, host after host (member ``i``
+    is worker ``i % workers`` of host ``i // workers``, see :func:`worker_member`)."""
 
     members: tuple[str, ...]
     self_index: int
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -83,10 +104,40 @@ class Ring:
         if not 0 <= self.self_index < len(self.members):
             raise ValueError(f"node id {self.self_index} is not an index into the "
                              f"{len(self.members)} peers (0..{len(self.members) - 1})")
+        if self.workers < 1 or len(self.members) % self.workers:
+            raise ValueError(f"{len(self.members)} members are not hosts of "
+                             f"{self.workers} workers")
 
     @classmethod
     def of(cls, urls: Sequence[str], self_index: int) -> Ring:
         return cls(tuple(normalize_url(u) for u in urls), self_index)
+
+    @classmethod
+    def of_hosts(cls, hosts: Sequence[str], host: int, workers: int, worker: int) -> Ring:
+        """Worker ``worker`` of host ``host`` in a ring of ``hosts`` (normalised URLs)
+        running ``workers`` workers each (one: the hosts themselves are the members)."""
+        if workers == 1:
+            return cls(tuple(hosts), host)
+        if not 0 <= worker < workers:
+            raise ValueError(f"worker {worker} is not one of {workers}")
+        members = tuple(worker_member(h, k) for h in hosts for k in range(workers))
+        return cls(members, host * workers + worker, workers)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts' URLs, in member order."""
+        if self.workers == 1:
+            return self.members
+        return tuple(self.url_of(i) for i in range(0, len(self.members), self.workers))
+
+    def url_of(self, member: int) -> str:
+        """The URL member ``member`` is reached at (its host's, with workers)."""
+        name = self.members[member]
+        return name if self.workers == 1 else name.rsplit("/", 1)[0]
+
+    def same_host(self, member: int) -> bool:
+        """Whether ``member`` is one of this host's workers (this member included)."""
+        return member // self.workers == self.self_index // self.workers
 
     @property
     def id(self) -> str:
@@ -97,7 +148,10 @@ class Ring:
         return self.members[self.self_index]
 
     def owner(self, bucket: str, key: str) -> int:
-        return owner_index(self.members, bucket, key)
+        if self.workers == 1:
+            return owner_index(self.members, bucket, key)
+        host = owner_index(self.hosts, bucket, key)
+        return host * self.workers + worker_index(self.workers, bucket, key)
 
     def owns(self, bucket: str, key: str) -> bool:
         return len(self.members) == 1 or self.owner(bucket, key) == self.self_index

@@ -92,10 +92,12 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
                      secret: str | None, *, peer_ca: Path | None = None,
                      dirty_replicas: int | None = None, mirror_dir: Path | None = None,
                      membership_file: Path | None = None, join: bool = False,
-                     peers_file: Path | None = None) -> ClusterSettings | None:
+                     peers_file: Path | None = None,
+                     workers: tuple[int, int] = (0, 1)) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
     a user can act on for an inconsistent combination. ``peers_file``: the members are
-    read from it (instead of ``peers``)."""
+    read from it (instead of ``peers``). ``workers``: (this worker, workers per host)
+    when every member runs ``--workers N`` (docs/workers.md, "Clusters of workers")."""
     if peers_file is not None:
         if peers:
             raise ValueError("give --peers or --peers-file, not both")
@@ -130,7 +132,8 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
     if secret is not None and len(secret) < MIN_SECRET_LENGTH:
         raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
                          "characters long")
-    return ClusterSettings(ring=Ring(tuple(members), node_id),
+    worker, count = workers
+    return ClusterSettings(ring=Ring.of_hosts(members, node_id, count, worker),
                            secret=(secret or "").encode(), peer_ca=peer_ca,
                            dirty_replicas=replicas, mirror_dir=mirror_dir,
                            membership_file=membership_file, join=join,

@@ -5,7 +5,9 @@ request cheap, and with ``encoded=True`` URLs it sends the request target byte f
 (httpx re-quotes paths and drops ``.``/``..`` segments, which are legal in S3 keys and
 covered by the client's signature). Automatic headers are switched off: the owner must
 see the client's headers, and only those (plus the peer marker). The workers of one host
-(``--workers N``) reach each other through Unix sockets (:meth:`use_unix_sockets`).
+(``--workers N``) reach each other through Unix sockets (:meth:`use_unix_sockets`); the
+workers of other hosts are reached at their host's URL (the peer marker names the
+worker).
 ``https://`` members are verified against the system's CAs and ``--peer-ca``.
 """
 
@@ -77,8 +79,13 @@ class PeerTransport:
     def __init__(self, settings: ClusterSettings, auth: PeerAuth) -> None:
         self._settings = settings
         self._auth = auth
-        self._bases = {i: url for i, url in enumerate(settings.ring.members)
-                       if i != settings.ring.self_index}
+        ring = settings.ring
+        self._bases = {i: ring.url_of(i) for i in range(len(ring.members))
+                       if i != ring.self_index}
+        # Workers of other hosts (--peers with --workers N) get a pool each: a connection
+        # is handed to the worker it is signed for, and stays with it.
+        self._per_member = ring.workers > 1
+        self._names = dict(enumerate(ring.members))
         self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
         self._unix: dict[int, str] = {}
         # One session for TCP members; one per member reached through a Unix socket
@@ -103,7 +110,7 @@ class PeerTransport:
 
     def _client(self, node: int) -> aiohttp.ClientSession:
         path = self._unix.get(node)
-        slot = node if path is not None else None
+        slot = node if path is not None or self._per_member else None
         session = self._sessions.get(slot)
         if session is None:
             connector: aiohttp.BaseConnector
@@ -124,12 +131,13 @@ class PeerTransport:
         return session
 
     def unavailable(self, node: int, exc: BaseException) -> MemberUnavailable:
-        return MemberUnavailable(node, self._bases.get(node, "?"), _describe(exc))
+        return MemberUnavailable(node, self._names.get(node, "?"), _describe(exc))
 
     def set_members(self, members: Sequence[str], self_index: int) -> None:
         """The member list changed (live membership): node ids name these URLs now.
         Pooled connections are kept (they are per host, not per node id)."""
         self._bases = {i: url for i, url in enumerate(members) if i != self_index}
+        self._names = dict(enumerate(members))
         self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
 
     async def open(self, node: int, method: str, path: bytes, query: bytes = b"", *,

@@ -15,7 +15,10 @@ gave the connection to:
 * ``GET /_squall/ui/data`` (the dashboard's) is every worker's, merged
   (gateway/dashboard/merge.py).
 * ``GET /_squall/cluster`` describes one gateway (no members to route to: the workers
-  share the port, a client cannot choose one).
+  share the port, a client cannot choose one), or in a cluster of hosts the hosts (a
+  client routes to the key's host, which passes the request to the key's worker).
+* A request from another host's member (a peer marker) goes to the worker it is signed
+  for (:mod:`gateway.workers.relay`).
 
 Status, metrics, cluster and dashboard views answer only what the status gate allows
 (gateway/auth/status.py); requests between workers, on their Unix sockets, are trusted.
@@ -44,9 +47,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.auth.status import TRUSTED, StatusGate, is_status_path
 from gateway.cluster.node import describe_single
 from gateway.cluster.peer_api import request_body
+from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.dashboard.workers import front_routes
 from gateway.workers.handover import HandoverStats
+from gateway.workers.host import HostWorkers
 from gateway.workers.links import ERRORS, Answer, WorkerLinks, describe
+from gateway.workers.relay import WorkerRelay
 
 HEALTH_TIMEOUT_S = 2.0
 PROGRESS_INTERVAL_S = 0.5
@@ -60,12 +66,18 @@ class WorkerFront:
 
     def __init__(self, inner: ASGIApp, *, index: int, links: WorkerLinks,
                  status: Callable[[], dict[str, Any]], fan_out: bool = True,
-                 gate: StatusGate | None = None) -> None:
+                 gate: StatusGate | None = None,
+                 relay: tuple[HostWorkers, WorkerRelay] | None = None,
+                 ring_view: Callable[[], dict[str, Any]] = describe_single) -> None:
         """``fan_out=False``: the view on a worker's own Unix socket, where only the
         status is changed (it names the worker); the rest is the worker's own, and
         trusted (only the other workers reach that socket). ``gate``: who may read the
-        status views on the shared port (docs/security.md)."""
+        status views on the shared port (docs/security.md). ``relay``: a cluster of
+        hosts, whose peer requests go to the worker they are signed for; ``ring_view``:
+        what ``/_squall/cluster`` tells clients (its hosts, in a cluster of hosts)."""
         self._inner = inner
+        self._ring_view = ring_view
+        self._relay = relay
         self._gate = gate
         self._index = index
         self._links = links
@@ -95,6 +107,15 @@ class WorkerFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if self._relay is not None and (marker := next(
+                    (v for n, v in scope["headers"] if n == HEADER_BYTES), None)):
+                host, relay = self._relay  # another host's member: not a client view
+                worker = host.addressed(marker)
+                if worker is None or worker == self._index:
+                    await self._inner(scope, receive, send)
+                else:
+                    await relay(worker, scope, receive, send)
+                return
             if not self._fan_out:
                 scope = {**scope, TRUSTED: True}
             handler = self._routes.get((scope["method"], scope["path"]))
@@ -134,7 +155,7 @@ class WorkerFront:
         await Response(text, media_type="text/plain; version=0.0.4")(scope, receive, send)
 
     async def cluster(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = {**describe_single(), "worker": self.identity}
+        body = {**self._ring_view(), "worker": self.identity}
         await JSONResponse(body)(scope, receive, send)
 
     async def sync(self, scope: Scope, receive: Receive, send: Send) -> None:

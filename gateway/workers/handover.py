@@ -42,9 +42,11 @@ from typing import Any
 import httptools
 import uvicorn
 
+from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.cluster.placement import Placement
 from gateway.limits import LimitedHttpProtocol, Limits, RequestPhase
 from gateway.s3api.endpoint import object_target
+from gateway.workers.host import HostWorkers
 
 log = logging.getLogger("squall.workers")
 
@@ -69,27 +71,34 @@ def handover_path(peer_socket: Path | str) -> Path:
 
 
 class KeyOwners:
-    """The worker owning a request's key, as the cluster layer computes it."""
+    """The worker of this host a request is for, as the cluster layer computes it."""
 
-    def __init__(self, placement: Placement, domain: str | None) -> None:
+    def __init__(self, placement: Placement, domain: str | None, host: HostWorkers) -> None:
         self._placement = placement
         self._domain = domain.lower() if domain else None
+        self._host = host
 
-    def other_owner(self, url: bytes, host: bytes) -> int | None:
-        """The owner of an object-level request's key when it is another worker; None
-        for this worker, bucket-level, service-level and admin requests."""
-        try:
-            path = httptools.parse_url(url).path
-        except httptools.HttpParserInvalidURLError:
-            return None
-        if path.startswith(ADMIN_PREFIX):
-            return None
-        target = object_target(path, host.decode("latin-1"), self._domain)
-        if target is None:
-            return None
+    def other_owner(self, url: bytes, host: bytes, marker: bytes | None = None
+                    ) -> int | None:
+        """The worker of this host a request is for when it is another one: the member
+        a peer request (``marker``) is signed for, else the owner of an object-level
+        request's key. None for this worker, a member on another host, and bucket-level,
+        service-level and admin requests without a marker."""
         placement = self._placement
-        owner = placement.owner(*target)
-        return None if owner == placement.self_index else owner
+        if marker is not None:
+            worker = self._host.addressed(marker)
+        else:
+            try:
+                path = httptools.parse_url(url).path
+            except httptools.HttpParserInvalidURLError:
+                return None
+            if path.startswith(ADMIN_PREFIX):
+                return None
+            target = object_target(path, host.decode("latin-1"), self._domain)
+            if target is None:
+                return None
+            worker = self._host.worker(placement.owner(*target))
+        return None if worker == self._host.worker(placement.self_index) else worker
 
 
 @dataclass(slots=True)
@@ -324,7 +333,8 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
         since = self._since
         if (since is not None and self._begun == 1 and self._idle()):
             host = next((v for n, v in self.headers if n == b"host"), b"")
-            owner = self.owners.other_owner(self.url, host)
+            marker = next((v for n, v in self.headers if n == HEADER_BYTES), None)
+            owner = self.owners.other_owner(self.url, host, marker)
             if owner is not None and self._hand_over(owner, since):
                 raise _HandedOver()  # stops the parser (the rest went with the socket)
         super().on_headers_complete()

@@ -2,7 +2,9 @@
 
 Worker ``k`` is cluster member ``k`` of a ring of N synthetic members named
 ``http://worker-<k>`` (names for the rendezvous hash, the peer marker and logs; the
-traffic goes to Unix sockets). It keeps its cache under ``<data-dir>/worker-<k>`` and
+traffic goes to Unix sockets). With ``--peers`` (every host running N workers), it is
+worker ``k`` of its host in the ring of the hosts' workers (``Ring.of_hosts``): the
+cluster's settings pass unchanged, the ring is made by the worker. It keeps its cache under ``<data-dir>/worker-<k>`` and
 shares the backend and the credentials. What is a budget for the whole gateway (cache
 capacity, backend throttle) is divided between the workers.
 """
@@ -55,11 +57,11 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
         "backend": f"{spec.kind}:{spec.args}",
         "access_key": credentials.access_key,
         "secret_key": credentials.secret_key,
-        "peers": [member_url(k) for k in range(count)],
-        "node_id": index,
-        "cluster_secret": secret,
-        "dirty_replicas": 1,  # the workers of one host: a copy would share its fate
+        "cluster_secret": settings.cluster_secret or secret,
     }
+    if not settings.peers:
+        update |= {"peers": [member_url(k) for k in range(count)], "node_id": index,
+                   "dirty_replicas": 1}  # the workers of one host: a copy shares its fate
     if settings.cache_dir is not None:
         update["cache_dir"] = settings.cache_dir / tag
     if settings.cache_volume_root is not None:

@@ -248,7 +248,9 @@ def serve_workers(settings: Settings) -> int:
     port = Port(address.host, address.port)
     sockets_dir = run_dir(settings.data_dir, settings.workers)
     paths = [str(socket_path(sockets_dir, k)) for k in range(settings.workers)]
-    lines = [(json.dumps({"settings": c.model_dump(mode="json"), "sockets": paths})
+    # With --peers the workers are members of the hosts' ring (plan.py).
+    hosts = {"host_workers": settings.workers} if settings.peers else {}
+    lines = [(json.dumps({"settings": c.model_dump(mode="json"), "sockets": paths, **hosts})
               + "\n").encode() for c in configs]
     _banner(settings, credentials, port.port)
     supervisor = Supervisor([WorkerProcess(k, lines[k], port)

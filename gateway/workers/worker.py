@@ -28,6 +28,7 @@ import uvloop
 from pydantic import ValidationError
 
 from gateway.app import build_app, user_directory
+from gateway.cluster.node import describe_single
 from gateway.components import Components, build_components
 from gateway.credentials import Credentials
 from gateway.server import (
@@ -43,7 +44,9 @@ from gateway.settings import Settings
 from gateway.tls import ServerTls
 from gateway.workers import control, handover
 from gateway.workers.front import WorkerFront
+from gateway.workers.host import HostWorkers
 from gateway.workers.links import WorkerLinks
+from gateway.workers.relay import WorkerRelay
 from gateway.workers.sockets import BACKLOG, unix_listener
 
 log = logging.getLogger("squall.workers")
@@ -74,6 +77,11 @@ class Worker:
         self._stop_now = asyncio.Event()
         self.sender: handover.HandoverSender | None = None
         self.handover_stats = handover.HandoverStats()
+        assert components.cluster is not None
+        self.cluster = components.cluster
+        self.host = HostWorkers(self.cluster.ring.self_index - index, len(sockets))
+        # with --peers, other hosts' peer requests for another worker of this one
+        self.relay = WorkerRelay(sockets) if self.cluster.ring.workers > 1 else None
 
     def _config(self, app: object, tls: ServerTls | None = None,
                 **overrides: Any) -> uvicorn.Config:
@@ -92,7 +100,7 @@ class Worker:
         self.sender = handover.HandoverSender(
             {k: handover.handover_path(path) for k, path in enumerate(self.sockets)
              if k != self.index}, self.handover_stats)
-        owners = handover.KeyOwners(cluster.placement, self.settings.domain)
+        owners = handover.KeyOwners(cluster.placement, self.settings.domain, self.host)
         limits = limits_of(self.settings, self.components.metrics.count_slowdown)
         return handover.protocol_class(limits, owners, self.sender)
 
@@ -115,7 +123,10 @@ class Worker:
         watch = asyncio.ensure_future(users.watch())  # users changed by other workers
         app = build_app(self.components, users)
         front = WorkerFront(app, index=self.index, links=self.links,
-                            status=self.components.status, gate=app.gate)
+                            status=self.components.status, gate=app.gate,
+                            relay=None if self.relay is None else (self.host, self.relay),
+                            ring_view=describe_single if self.relay is None
+                            else self.cluster.describe_hosts)
         own = WorkerFront(app, index=self.index, links=self.links,
                           status=self.components.status, fan_out=False)
         peer = _Server(self._config(own))
@@ -166,6 +177,8 @@ class Worker:
             for task in (public_task, peer_task, watch):
                 task.cancel()
             await self.links.aclose()
+            if self.relay is not None:
+                await self.relay.aclose()
             await self.components.stop()
         return 0
 
@@ -233,16 +246,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(settings, args.index)
         assert settings.access_key is not None and settings.secret_key is not None
         tls = server_tls(settings)
+        host_workers = int(config.get("host_workers", 1))
         components = build_components(
-            settings, Credentials(settings.access_key, settings.secret_key))
+            settings, Credentials(settings.access_key, settings.secret_key),
+            host_worker=(args.index, host_workers) if host_workers > 1 else (0, 1))
     except EOFError:
         return 1
     except (ValueError, ValidationError, KeyError) as exc:
         control_sock.sendall(control.error_line(2, str(exc)))
         return 2
     assert components.cluster is not None
-    components.cluster.transport.use_unix_sockets(dict(enumerate(sockets)))
     worker = Worker(args.index, settings, components, sockets, listener, control_sock, tls)
+    components.cluster.transport.use_unix_sockets(
+        {worker.host.first + k: path for k, path in enumerate(sockets)})
     tune_gc()
     return uvloop.run(worker.run())
 

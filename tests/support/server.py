@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -27,9 +28,9 @@ def free_port() -> int:
 
 def _takes_workers(args: Sequence[str]) -> bool:
     """Whether ``SQUALL_TEST_WORKERS`` applies to a gateway started with ``args``: not
-    when they choose a worker count, or what ``--workers`` refuses (cluster members,
-    the single-process blobseer_like backend)."""
-    return not any(a in ("--workers", "--peers", "--peers-file")
+    when they choose a worker count, or what ``--workers`` refuses (members of a cluster
+    that changes live, the single-process blobseer_like backend)."""
+    return not any(a in ("--workers", "--peers-file", "--join")
                    or a.startswith("blobseer_like:")
                    for a in args)
 
@@ -62,6 +63,15 @@ class SquallProcess:
                     **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{self.port}.log"
+
+    @property
+    def workers(self) -> int:
+        """The worker processes the gateway runs (``--workers``; 1 without)."""
+        args = self.args
+        for flag, value in itertools.pairwise(args):
+            if flag == "--workers" and value.isdigit():
+                return int(value)
+        return 1
 
     @property
     def endpoint(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cluster.ring import owner_index
+from gateway.cluster.ring import Ring, owner_index, worker_index
 from tests.conftest import make_client
 from tests.support.server import SquallProcess, free_port
 
@@ -73,6 +73,16 @@ class Cluster:
     def owner(self, bucket: str, key: str) -> int:
         return owner_index(self.urls, bucket, key)
 
+    def ring(self, member: int) -> Ring:
+        """The ring as member ``member`` has it (the hosts' workers, with --workers N)."""
+        workers = self.nodes[0].workers
+        return Ring.of_hosts(self.urls, member // workers, workers, member % workers)
+
+    def serving_member(self, host: int, bucket: str, key: str) -> int:
+        """The ring member on host ``host`` that serves ``key`` there."""
+        workers = self.nodes[0].workers
+        return host * workers + worker_index(workers, bucket, key)
+
     def key_owned_by(self, node: int, bucket: str, prefix: str = "k") -> str:
         return next(f"{prefix}-{i}" for i in range(1000)
                     if self.owner(bucket, f"{prefix}-{i}") == node)
@@ -90,7 +100,12 @@ class Cluster:
         return total
 
     def status(self, node: int) -> dict[str, Any]:
-        return httpx.get(f"{self.nodes[node].endpoint}/_squall/status").json()  # type: ignore[no-any-return]
+        """Member ``node``'s status; with workers, ``dirty_objects`` of all of them."""
+        view: dict[str, Any] = httpx.get(
+            f"{self.nodes[node].endpoint}/_squall/status?workers=all").json()
+        if "workers" in view:
+            view["dirty_objects"] = sum(w.get("dirty_objects", 0) for w in view["workers"])
+        return view
 
 
 @pytest.fixture(scope="package")

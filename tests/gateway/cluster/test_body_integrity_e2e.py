@@ -14,18 +14,17 @@ import pytest
 
 from gateway.cluster.bodyseal import TAG_BYTES, body_key
 from gateway.cluster.peerauth import HEADER, PeerAuth
-from gateway.cluster.ring import Ring
 from tests.gateway.cluster.conftest import SECRET, Cluster
 
 
 def _peer_put(cluster: Cluster, node: int, bucket: str, key: str, body: bytes,
               tamper: bool) -> httpx.Response:
-    ring = Ring.of(cluster.urls, 0)
+    ring = cluster.ring(0)
     auth = PeerAuth(SECRET.encode(), ring_id=ring.id, self_index=0)
     path = b"/_squall/peer/object"
     query = urllib.parse.urlencode({"bucket": bucket, "key": key},
                                    quote_via=urllib.parse.quote).encode()
-    marker = auth.sign("PUT", path, query, node)
+    marker = auth.sign("PUT", path, query, cluster.serving_member(node, bucket, key))
     tag = hmac.new(body_key(SECRET.encode(), marker), body, hashlib.sha256).digest()
     sent = bytearray(body)
     if tamper:
@@ -56,14 +55,15 @@ def test_a_tampered_peer_body_is_refused(cluster: Cluster, cbucket: str,
 
 
 def test_a_peer_body_without_its_tag_is_refused(cluster: Cluster, cbucket: str) -> None:
-    ring = Ring.of(cluster.urls, 0)
+    ring = cluster.ring(0)
     auth = PeerAuth(SECRET.encode(), ring_id=ring.id, self_index=0)
     key = cluster.key_owned_by(1, cbucket, prefix="untagged")
     path = b"/_squall/peer/object"
     query = urllib.parse.urlencode({"bucket": cbucket, "key": key}).encode()
+    target = cluster.serving_member(1, cbucket, key)
     answer = httpx.put(f"{cluster.urls[1]}{path.decode()}?{query.decode()}",
                        content=b"x" * (TAG_BYTES - 1),
-                       headers={HEADER: auth.sign("PUT", path, query, 1)})
+                       headers={HEADER: auth.sign("PUT", path, query, target)})
     assert answer.status_code == 400
 
 

@@ -19,7 +19,6 @@ from botocore.exceptions import ClientError
 
 from gateway.cluster.bodyseal import body_key
 from gateway.cluster.peerauth import HEADER, PeerAuth
-from gateway.cluster.ring import fingerprint
 from tests.gateway.cluster.conftest import SECRET, Cluster
 
 ROUNDS = 30
@@ -148,13 +147,16 @@ def test_versioned_writes_of_one_key_through_every_member(
 
 
 def _peer_post(cluster: Cluster, target: int, operation: str, params: dict[str, str],
-               body: bytes) -> httpx.Response:
-    """A peer call signed as member ``(target + 1) % 3`` would sign it."""
-    auth = PeerAuth(SECRET.encode(), ring_id=fingerprint(cluster.urls),
-                    self_index=(target + 1) % 3)
+               body: bytes, key: str = "") -> httpx.Response:
+    """A peer call to the member of host ``target`` serving ``key`` there, signed as
+    a member of the next host would sign it."""
+    sender = cluster.serving_member((target + 1) % 3, "", "")
+    ring = cluster.ring(sender)
+    auth = PeerAuth(SECRET.encode(), ring_id=ring.id, self_index=sender)
     path = f"/_squall/peer/{operation}"
     query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
-    marker = auth.sign("POST", path.encode(), query.encode(), target)
+    member = cluster.serving_member(target, params["bucket"], key)
+    marker = auth.sign("POST", path.encode(), query.encode(), member)
     tag = hmac.new(body_key(SECRET.encode(), marker), body, hashlib.sha256).digest()
     return httpx.post(f"{cluster.nodes[target].endpoint}{path}?{query}", content=body + tag,
                       headers={HEADER: marker})
@@ -170,14 +172,14 @@ def test_each_owner_deletes_only_its_own_keys(cluster: Cluster, cbucket: str) ->
     put = s3[1].put_object(Bucket=cbucket, Key=mine, Body=b"x")
     s3[1].put_object(Bucket=cbucket, Key=theirs, Body=b"y")
     for body in (b"not json", b'{"key": "k"}', b'[{"key": 7}]', b"[" + b" " * (5 << 20) + b"]"):
-        refused = _peer_post(cluster, 0, "delete-objects", {"bucket": cbucket}, body)
+        refused = _peer_post(cluster, 0, "delete-objects", {"bucket": cbucket}, body, mine)
         assert refused.status_code == 400, body[:20]
         assert json.loads(refused.headers["x-squall-error"])["type"] == "InvalidArgument"
     items = [{"key": theirs, "version_id": None}, {"key": mine, "version_id": None},
              {"key": mine, "version_id": "bad id"},
              {"key": mine, "version_id": put["VersionId"]}]
     answer = _peer_post(cluster, 0, "delete-objects", {"bucket": cbucket},
-                        json.dumps(items).encode())
+                        json.dumps(items).encode(), mine)
     assert answer.status_code == 200, answer.headers
     results = answer.json()
     assert [r.get("error", {}).get("type") for r in results] == \

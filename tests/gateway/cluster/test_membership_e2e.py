@@ -35,8 +35,9 @@ from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_por
 # owner's cache when a change starts, and the hand-off has to flush them.
 SLOW = ("--backend-bandwidth", "8KB/s", "--cache-admission", "cache",
         "--inactivity-delay", "3600")
-ARGS = ("--dirty-replicas", "1", *SLOW)
-MIRRORED = ("--dirty-replicas", "2", *SLOW)
+# Members of one process each: members running --workers N are not changed live.
+ARGS = ("--dirty-replicas", "1", "--workers", "1", *SLOW)
+MIRRORED = ("--dirty-replicas", "2", "--workers", "1", *SLOW)
 
 
 def squall(*args: str, access_key: str = ACCESS_KEY,

@@ -21,6 +21,8 @@ from tests.gateway.cluster.conftest import Cluster
 from tests.support.server import run_sync
 
 BUCKET = "mirrored"
+#: a member's mirror copies (in <data dir>/mirror, or each worker's with --workers N)
+MIRROR_COPIES = "**/mirror/*.mir"
 # The backend takes 2 KB/s: most of the 200 objects are still dirty when a member dies.
 THROTTLED = ("--backend-bandwidth", "2KB/s", "--inactivity-delay", "3600")
 
@@ -68,7 +70,7 @@ def test_acknowledged_writes_survive_a_member_and_its_disk(mirrored: Cluster) ->
     victim = 1
     theirs = [k for k in written if cluster.owner(BUCKET, k) == victim]
     assert theirs and cluster.status(victim)["dirty_objects"] > len(theirs) // 4
-    copies = [len(list((cluster.root / f"node{n}" / "mirror").glob("*.mir"))) for n in range(3)]
+    copies = [len(list((cluster.root / f"node{n}").glob(MIRROR_COPIES))) for n in range(3)]
     assert all(copies), copies  # every member mirrors the others' unflushed writes
 
     cluster.nodes[victim].kill()
@@ -117,7 +119,7 @@ def _settle_mirrors(cluster: Cluster, timeout: float = 20.0) -> None:
     """Once everything is flushed, the mirrors drop their copies."""
     deadline = time.monotonic() + timeout
     while True:
-        left = [p for n in range(3) for p in (cluster.root / f"node{n}" / "mirror").glob("*.mir")]
+        left = [p for n in range(3) for p in (cluster.root / f"node{n}").glob(MIRROR_COPIES)]
         if not left:
             return
         assert time.monotonic() < deadline, left[:5]
@@ -133,8 +135,8 @@ def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(tmp_path: Path)
         s3[0].create_bucket(Bucket=BUCKET)
         key = cluster.key_owned_by(2, BUCKET)
         s3[0].put_object(Bucket=BUCKET, Key=key, Body=b"only on its owner")
-        assert not list((tmp_path / "node0" / "mirror").glob("*.mir"))
-        assert not list((tmp_path / "node1" / "mirror").glob("*.mir"))
+        assert not list((tmp_path / "node0").glob(MIRROR_COPIES))
+        assert not list((tmp_path / "node1").glob(MIRROR_COPIES))
         cluster.nodes[2].kill()
         _wait_down(cluster, 2)
         with pytest.raises(ClientError) as info:

@@ -8,7 +8,7 @@ import time
 from gateway.cluster.health import Health, HealthMonitor
 from gateway.cluster.peerauth import PeerAuth
 from gateway.cluster.placement import STARTUP_GRACE_S, Placement
-from gateway.cluster.ring import Ring, owner_index
+from gateway.cluster.ring import Ring, owner_index, weight, worker_index
 from gateway.cluster.settings import ClusterSettings
 from gateway.cluster.transport import PeerTransport
 
@@ -89,3 +89,22 @@ def test_a_member_removed_while_down_has_its_keys_stood_in_for() -> None:
     assert where.stand_in("b", key, 1) == 0
     where.rebind(Ring.of(URLS[:1] + URLS[2:], 0))  # the change committed
     assert not where.lost
+
+
+def test_copies_of_a_hosts_workers_are_on_other_hosts() -> None:
+    """Hosts running two workers: the preference list holds the key's worker of each
+    host (hosts in the order of their weights), so copies never sit beside the owner,
+    and R is bounded by the hosts."""
+    ring = Ring.of_hosts(URLS, 0, 2, 1)
+    settings = ClusterSettings(ring=ring, secret=b"s" * 16)
+    auth = PeerAuth(settings.secret, ring_id=ring.id, self_index=ring.self_index)
+    health = HealthMonitor(ring, PeerTransport(settings, auth), interval_s=2)
+    where = Placement(ring, health, 5)
+    assert where.replicas == 3
+    for i in range(200):
+        key = f"k{i}"
+        order = where.preference("b", key)
+        hosts = sorted(range(3), reverse=True, key=lambda h: weight(URLS[h], "b", key))
+        assert order == [h * 2 + worker_index(2, "b", key) for h in hosts]
+        assert order[0] == ring.owner("b", key) == where.owner("b", key)
+        assert {m // 2 for m in where.mirrors("b", key)} == set(hosts[1:])

@@ -7,7 +7,14 @@ from collections import Counter
 import pytest
 
 from backends.internal_keys import record_base
-from gateway.cluster.ring import Ring, normalize_url, owner_index, routing_key, weight
+from gateway.cluster.ring import (
+    Ring,
+    normalize_url,
+    owner_index,
+    routing_key,
+    weight,
+    worker_index,
+)
 from gateway.versioning.records import parse_record, record_key
 
 MEMBERS = ("http://squall-0.squall-headless.ns.svc.cluster.local:9000",
@@ -123,3 +130,39 @@ def test_bad_rings() -> None:
         Ring.of(["http://a:1", "http://b:1"], 2)
     with pytest.raises(ValueError, match="at least one"):
         Ring((), 0)
+
+
+HOSTS = ("http://a:1", "http://b:1", "http://c:1")
+
+
+def test_a_ring_of_hosts_workers_finds_the_host_then_the_worker() -> None:
+    """A client that knows only the hosts finds the right host; every host gives a key
+    to the same worker index; every worker of every host owns keys."""
+    ring = Ring.of_hosts(HOSTS, 1, 2, 1)
+    assert ring.members == ("http://a:1/worker-0", "http://a:1/worker-1",
+                            "http://b:1/worker-0", "http://b:1/worker-1",
+                            "http://c:1/worker-0", "http://c:1/worker-1")
+    assert (ring.self_index, ring.hosts, ring.url_of(4)) == (3, HOSTS, "http://c:1")
+    assert [ring.same_host(i) for i in range(6)] == [False, False, True, True, False, False]
+    owners: Counter[int] = Counter()
+    for i in range(3000):
+        key = f"k{i}"
+        owner = ring.owner("b", key)
+        assert owner // 2 == owner_index(HOSTS, "b", key)
+        assert owner % 2 == worker_index(2, "b", key)
+        owners[owner] += 1
+    assert all(400 < owners[m] < 600 for m in range(6)), owners
+    assert ring.owns("b", next(f"k{i}" for i in range(100) if ring.owner("b", f"k{i}") == 3))
+
+
+def test_a_ring_of_single_process_hosts_is_the_ring_of_the_hosts() -> None:
+    assert Ring.of_hosts(HOSTS, 2, 1, 0) == Ring(HOSTS, 2)
+    assert Ring(HOSTS, 2).hosts == HOSTS and Ring(HOSTS, 2).url_of(1) == HOSTS[1]
+    assert Ring.of_hosts(HOSTS, 0, 2, 0).id != Ring(HOSTS, 0).id  # members must agree
+
+
+def test_bad_rings_of_workers() -> None:
+    with pytest.raises(ValueError, match="not hosts of 2 workers"):
+        Ring(("http://a:1/worker-0", "http://a:1/worker-1", "http://b:1/worker-0"), 0, 2)
+    with pytest.raises(ValueError, match="worker 2 is not one of 2"):
+        Ring.of_hosts(HOSTS, 0, 2, 2)

@@ -46,11 +46,13 @@ def test_bad_worker_count_in_the_environment(tmp_path: Path) -> None:
             "not '0'") in result.stderr
 
 
-def test_workers_with_peers_is_refused(tmp_path: Path) -> None:
-    result = _serve(tmp_path, "--workers", "2", "--peers", "http://a:9000,http://b:9000",
+def test_workers_with_a_member_file_is_refused(tmp_path: Path) -> None:
+    members = tmp_path / "members.txt"
+    members.write_text("http://a:9000\nhttp://b:9000\n")
+    result = _serve(tmp_path, "--workers", "2", "--peers-file", str(members),
                     "--node-id", "0", env={"SQUALL_CLUSTER_SECRET": "x" * 20})
     assert result.returncode == 2
-    assert "--workers N cannot be combined with --peers" in result.stderr
+    assert "--workers N cannot be combined with --peers-file or --join" in result.stderr
 
 
 def test_port_in_use(tmp_path: Path) -> None:

@@ -36,8 +36,23 @@ def test_worker_settings_share_the_backend_and_split_the_budgets(tmp_path: Path)
     assert Settings(**derived.model_dump(mode="json")) == derived
 
 
+def test_workers_of_a_cluster_keep_its_settings(tmp_path: Path) -> None:
+    """With --peers, the workers are members of the hosts' ring (made by the worker):
+    the cluster's list, node id, copies and secret pass unchanged."""
+    settings = load_settings(data_dir=tmp_path, workers=2, peers="http://a:1,http://b:1",
+                             node_id="1", dirty_replicas="2", cluster_secret="c" * 20)
+    assert settings.workers_refusal() is None
+    derived = plan.worker_settings(settings, 1, CREDS, "s" * 16)
+    assert derived.peers == ["http://a:1", "http://b:1"]
+    assert (derived.node_id, derived.dirty_replicas) == (1, 2)
+    assert derived.cluster_secret == "c" * 20
+    assert derived.data_dir == tmp_path / "worker-1"
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"peers": "http://a:1,http://b:1"}, "cannot be combined with --peers"),
+    ({"peers_file": "members.txt"}, "cannot be combined with --peers-file or --join"),
+    ({"peers": "http://a:1,http://b:1", "join": "true"}, "--peers-file or --join"),
+    ({"node_id": "1"}, "--node-id needs --peers"),
     ({"backend": "blobseer_like:/a,/b"}, "one process at a time"),
 ])
 def test_what_workers_cannot_run(tmp_path: Path, overrides: dict[str, str],
@@ -106,7 +121,7 @@ def test_auto_is_the_default_and_resolves_to_a_count(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overrides", [
-    {"peers": "http://a:1,http://b:1", "node_id": "0", "cluster_secret": "x" * 20},
+    {"peers_file": "members.txt"},
     {"backend": "blobseer_like:/a,/b"},
 ])
 def test_auto_is_one_process_where_workers_cannot_run(tmp_path: Path,
@@ -114,6 +129,14 @@ def test_auto_is_one_process_where_workers_cannot_run(tmp_path: Path,
     settings = load_settings(data_dir=tmp_path, **overrides)
     assert settings.workers_auto and settings.workers == 1
     assert settings.workers_refusal()
+
+
+def test_auto_is_one_process_in_a_cluster(tmp_path: Path) -> None:
+    """Members must agree on the count: with --peers it is chosen (--workers N)."""
+    settings = load_settings(data_dir=tmp_path, peers="http://a:1,http://b:1", node_id="0",
+                             cluster_secret="x" * 20)
+    assert settings.workers_auto and settings.workers == 1
+    assert settings.workers_refusal() is None
 
 
 def _unflushed_worker_caches(data_dir: Path, workers: int) -> None:
