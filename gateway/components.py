@@ -211,7 +211,7 @@ def build_components(settings: Settings, credentials: Credentials, *,
                                   mirror_dir=settings.data_dir / "mirror",
                                   membership_file=settings.data_dir / "cluster-members.json",
                                   join=settings.join, peers_file=settings.peers_file,
-                                  workers=host_worker)
+                                  host_worker=host_worker)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend

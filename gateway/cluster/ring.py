@@ -135,10 +135,6 @@ class Ring:
         name = self.members[member]
         return name if self.workers == 1 else name.rsplit("/", 1)[0]
 
-    def same_host(self, member: int) -> bool:
-        """Whether ``member`` is one of this host's workers (this member included)."""
-        return member // self.workers == self.self_index // self.workers
-
     @property
     def id(self) -> str:
         return fingerprint(self.members)

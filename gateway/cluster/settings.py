@@ -93,10 +93,10 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
                      dirty_replicas: int | None = None, mirror_dir: Path | None = None,
                      membership_file: Path | None = None, join: bool = False,
                      peers_file: Path | None = None,
-                     workers: tuple[int, int] = (0, 1)) -> ClusterSettings | None:
+                     host_worker: tuple[int, int] = (0, 1)) -> ClusterSettings | None:
     """The cluster this node belongs to, None without peers; ValueError with a message
     a user can act on for an inconsistent combination. ``peers_file``: the members are
-    read from it (instead of ``peers``). ``workers``: (this worker, workers per host)
+    read from it (instead of ``peers``). ``host_worker``: (this worker, workers per host)
     when every member runs ``--workers N`` (docs/workers.md, "Clusters of workers")."""
     if peers_file is not None:
         if peers:
@@ -132,7 +132,7 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
     if secret is not None and len(secret) < MIN_SECRET_LENGTH:
         raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
                          "characters long")
-    worker, count = workers
+    worker, count = host_worker
     return ClusterSettings(ring=Ring.of_hosts(members, node_id, count, worker),
                            secret=(secret or "").encode(), peer_ca=peer_ca,
                            dirty_replicas=replicas, mirror_dir=mirror_dir,
