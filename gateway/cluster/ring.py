@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from backends.internal_keys import split_record
 
@@ -95,6 +95,8 @@ class Ring:
     members: tuple[str, ...]
     self_index: int
     workers: int = 1
+    #: the hosts' URLs, in member order (the members themselves with one worker each)
+    hosts: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -107,6 +109,9 @@ class Ring:
         if self.workers < 1 or len(self.members) % self.workers:
             raise ValueError(f"{len(self.members)} members are not hosts of "
                              f"{self.workers} workers")
+        hosts = self.members if self.workers == 1 else tuple(
+            self.url_of(i) for i in range(0, len(self.members), self.workers))
+        object.__setattr__(self, "hosts", hosts)
 
     @classmethod
     def of(cls, urls: Sequence[str], self_index: int) -> Ring:
@@ -122,13 +127,6 @@ class Ring:
             raise ValueError(f"worker {worker} is not one of {workers}")
         members = tuple(worker_member(h, k) for h in hosts for k in range(workers))
         return cls(members, host * workers + worker, workers)
-
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        """The hosts' URLs, in member order."""
-        if self.workers == 1:
-            return self.members
-        return tuple(self.url_of(i) for i in range(0, len(self.members), self.workers))
 
     def url_of(self, member: int) -> str:
         """The URL member ``member`` is reached at (its host's, with workers)."""

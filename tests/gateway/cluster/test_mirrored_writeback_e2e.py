@@ -160,7 +160,9 @@ def test_a_returning_owner_does_not_resurrect_what_others_wrote(mirrored: Cluste
     # flush of it in flight at the return ends before the newer one starts)
     s3[0].put_object(Bucket=BUCKET, Key=changed, Body=b"old" * 5461)
     s3[2].put_object(Bucket=BUCKET, Key=kept, Body=b"kept")
-    assert cluster.status(1)["dirty_objects"] >= 2
+    # (with --workers N each worker has its share of the throttle: the 4-byte write
+    # may be flushed already by another worker than the one flushing the 16 KiB)
+    assert cluster.status(1)["dirty_objects"] >= (2 if cluster.nodes[1].workers == 1 else 1)
     cluster.nodes[1].kill()
     _wait_down(cluster, 1)
     s3[2].put_object(Bucket=BUCKET, Key=changed, Body=b"new")
