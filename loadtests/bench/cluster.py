@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import secrets
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from backends.units import format_size, parse_duration, parse_size
 from gateway.cluster.ring import owner_index
+from loadtests.bench.cpu import cpu_seconds
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import ServerProcess, squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
@@ -98,16 +98,9 @@ class Row:
         return self.cpu_s / ops * 1000 if ops else 0.0
 
 
-def cpu_seconds(pids: Sequence[int | None]) -> float:
-    """User + system CPU time of the processes (Linux /proc), 0 where unknown."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+def members_cpu_seconds(pids: Sequence[int | None]) -> float:
+    """User + system CPU time of the members and their workers (Linux /proc)."""
+    return sum(cpu_seconds(pid) for pid in pids if pid is not None)
 
 
 def start_members(count: int, work: Path, env: dict[str, str],
@@ -161,10 +154,10 @@ def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Seque
                 chosen = list(wls) + (list(latency_wls) if count == max(replicas) else [])
                 for wl in chosen:
                     print(f"{count} replica(s), {policy}: {wl.title}", file=sys.stderr)
-                    before = cpu_seconds([s.pid for s in servers])
+                    before = members_cpu_seconds([s.pid for s in servers])
                     result = asyncio.run(measure(endpoints, signer, wl, policy,
                                                  f"r{count}-{policy}-{wl.key}"))
-                    used = cpu_seconds([s.pid for s in servers]) - before
+                    used = members_cpu_seconds([s.pid for s in servers]) - before
                     if result.errors:
                         print(f"  {result.errors} errors, the first: {result.first_error}",
                               file=sys.stderr)

@@ -60,13 +60,18 @@ class Cluster:
         assert codes == [0] * len(codes), [n.log() for n in self.nodes]
 
     def wait_health(self, node: int, expected: list[str], timeout: float = 30.0) -> None:
-        """Wait until member ``node`` reports ``expected`` (per member) in its ring view."""
+        """Wait until member ``node`` reports ``expected`` (per member) in its ring view.
+        With --workers N every worker keeps its own health checks and a new connection
+        goes to any of them: the view must then agree 8 x N times in a row."""
         deadline = time.monotonic() + timeout
-        while True:
+        agreed, needed = 0, 1 if self.nodes[node].workers == 1 else 8 * self.nodes[node].workers
+        while agreed < needed:
             view = httpx.get(f"{self.nodes[node].endpoint}/_squall/cluster").json()
             seen = [m["health"] for m in view["members"]]
             if seen == expected:
-                return
+                agreed += 1
+                continue
+            agreed = 0
             assert time.monotonic() < deadline, seen
             time.sleep(0.1)
 
