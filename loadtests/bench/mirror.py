@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.units import format_size, parse_duration, parse_size
-from loadtests.bench.cluster import RoutedTarget, cpu_seconds, start_members
+from loadtests.bench.cluster import RoutedTarget, members_cpu_seconds, start_members
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import squall_credentials
 from loadtests.bench.workloads import Workload
@@ -54,9 +54,9 @@ def run(replicas: Sequence[int], members: int, wls: Sequence[Workload],
             endpoints = [s.endpoint for s in servers]
             for wl in wls:
                 print(f"R={r}: {wl.title}", file=sys.stderr)
-                before = cpu_seconds([s.pid for s in servers])
+                before = members_cpu_seconds([s.pid for s in servers])
                 result = asyncio.run(_measure(endpoints, signer, wl, f"r{r}-{wl.key}"))
-                used = cpu_seconds([s.pid for s in servers]) - before
+                used = members_cpu_seconds([s.pid for s in servers]) - before
                 rows.append((r, wl, result, used))
         finally:
             for server in servers:
