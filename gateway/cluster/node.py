@@ -219,7 +219,6 @@ class ClusterNode:
                 "joining" if self.membership.joining else
                 "changing" if self.membership.pending else "stable"}
 
-
     def describe_hosts(self) -> dict[str, Any]:
         """``GET /_squall/cluster`` on the port of a member running ``--workers N``: the
         hosts, enough for a client to compute a key's host (ring.py), which passes the

@@ -4,8 +4,8 @@ Worker ``k`` is cluster member ``k`` of a ring of N synthetic members named
 ``http://worker-<k>`` (names for the rendezvous hash, the peer marker and logs; the
 traffic goes to Unix sockets). With ``--peers`` (every host running N workers), it is
 worker ``k`` of its host in the ring of the hosts' workers (``Ring.of_hosts``): the
-cluster's settings pass unchanged, the ring is made by the worker. It keeps its cache under ``<data-dir>/worker-<k>`` and
-shares the backend and the credentials. What is a budget for the whole gateway (cache
+cluster's settings pass unchanged, the ring is made by the worker. It keeps its cache
+under ``<data-dir>/worker-<k>`` and shares the backend and the credentials. What is a budget for the whole gateway (cache
 capacity, backend throttle) is divided between the workers.
 """
 
