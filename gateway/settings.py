@@ -113,7 +113,8 @@ class ServerSection(Section):
         "auto", validate_default=True,
         description="worker processes serving the port, each owning a share of the keys; "
                     "auto: one per core on 3 or more cores (at most 8), one process on "
-                    "fewer or where workers cannot run (see docs/workers.md)")
+                    "fewer, with --peers (give every member the same N) or where workers "
+                    "cannot run (see docs/workers.md)")
     worker_handover: bool = Field(
         True, description="with --workers N: move a connection whose request is for "
                           "another worker's key to that worker instead of proxying the "
