@@ -51,13 +51,11 @@ from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.dashboard.workers import front_routes
 from gateway.workers.handover import HandoverStats
 from gateway.workers.host import HostWorkers
-from gateway.workers.links import ERRORS, Answer, WorkerLinks, describe
+from gateway.workers.links import ERRORS, HOP_BY_HOP, Answer, WorkerLinks, describe
 from gateway.workers.relay import WorkerRelay
 
 HEALTH_TIMEOUT_S = 2.0
 PROGRESS_INTERVAL_S = 0.5
-_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"upgrade",
-                         b"transfer-encoding", b"expect"})
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -165,7 +163,7 @@ class WorkerFront:
         if scope["query_string"]:
             target += "?" + scope["query_string"].decode("latin-1")
         headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]
-                   if n not in _HOP_BY_HOP]
+                   if n not in HOP_BY_HOP]
         opened = await asyncio.gather(*(self._open_sync(w, target, headers, body)
                                         for w in range(self._links.count)))
         try:

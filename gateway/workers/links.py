@@ -16,6 +16,9 @@ import aiohttp
 from yarl import URL
 
 ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+#: request headers not passed from a client's request to a worker (the hop's own framing)
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"upgrade",
+                        b"transfer-encoding", b"expect"})
 
 
 @dataclass(frozen=True, slots=True)

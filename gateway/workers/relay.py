@@ -19,10 +19,8 @@ from starlette.types import Receive, Scope, Send
 from yarl import URL
 
 from gateway.cluster.peer_api import request_body
-from gateway.workers.links import ERRORS, describe
+from gateway.workers.links import ERRORS, HOP_BY_HOP, describe
 
-_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"upgrade",
-                         b"transfer-encoding", b"expect"})
 _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding",
                             b"trailer", b"upgrade", b"date"})
 #: as long as a peer call may wait (the cluster transport's read timeout)
@@ -60,7 +58,7 @@ class WorkerRelay:
             target += "?" + scope["query_string"].decode("latin-1")
         raw = scope["headers"]
         headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in raw
-                   if n not in _HOP_BY_HOP]
+                   if n not in HOP_BY_HOP]
         chunked = any(n == b"transfer-encoding" for n, _ in raw)
         length = next((v for n, v in raw if n == b"content-length"), None)
         body = request_body(receive) if chunked or length not in (None, b"0") else None

@@ -122,11 +122,12 @@ class Worker:
             return 1
         watch = asyncio.ensure_future(users.watch())  # users changed by other workers
         app = build_app(self.components, users)
+        hosts = self.relay is not None  # a member of a cluster of hosts
         front = WorkerFront(app, index=self.index, links=self.links,
                             status=self.components.status, gate=app.gate,
-                            relay=None if self.relay is None else (self.host, self.relay),
-                            ring_view=describe_single if self.relay is None
-                            else self.cluster.describe_hosts)
+                            relay=(self.host, self.relay) if self.relay else None,
+                            ring_view=self.cluster.describe_hosts if hosts
+                            else describe_single)
         own = WorkerFront(app, index=self.index, links=self.links,
                           status=self.components.status, fan_out=False)
         peer = _Server(self._config(own))
