@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--shared-lease", default="60s", metavar="DURATION",
                    help="a mount writing a shared file renews its lease a third of the way "
                         "into it; one that stops (it died) is counted as gone once it "
-                        "expires (default 60s; keep the mounts' clocks within a few seconds)")
+                        "expires, on the gateway's clock (default 60s)")
     p.add_argument("--route-to-owners", action="store_true",
                    help="endpoint is a member of a Squall cluster: send each object request "
                         "straight to the key's owner (the member URLs must be reachable)")

@@ -13,8 +13,9 @@ latter once nobody changed it for a whole lease: a mount that opens the file the
 new upload in its place (the old one and its fragments are dropped: the write it belonged
 to never finished). The last live writer to close aborts instead of completing when a
 writer that never closed has expired (its parts may be missing): its close fails with EIO
-and the previous version of the object stays. Times are the mounts' wall clocks: keep
-them within a small fraction of the lease of each other (NTP).
+and the previous version of the object stays. Times are the gateway's (each mount reads
+its clock from the ``Date`` of the sidecar requests, :mod:`gateway_clock`): the mounts' own
+clocks need not agree.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class SharedUpload:
                     return
                 attempts += 1
                 continue
-            state, now = json.loads(body), time.time()
+            state, now = json.loads(body), self._store.clock.now()
             if not any(_live(w, now) for w in state["writers"].values()):
                 if now - float(state.get("updated", 0)) < self._lease:
                     time.sleep(WAIT_STEP)  # its last writer completes or aborts it now
@@ -204,7 +205,7 @@ class SharedUpload:
             body, etag = self._store.get_small(self._sidecar)
         except NoSuchKey:
             return True
-        state, now = json.loads(body), time.time()
+        state, now = json.loads(body), self._store.clock.now()
         writers = state["writers"]
         if state["upload_id"] != self.upload_id or "aborting" in state:
             return True
@@ -237,7 +238,7 @@ class SharedUpload:
         if state["upload_id"] != self.upload_id or not mine or not mine["open"]:
             self._lose("another mount took the upload over")
             return None
-        return state, etag, mine, time.time()
+        return state, etag, mine, self._store.clock.now()
 
     def _entry(self, open_: bool, end: int, now: float) -> dict[str, Any]:
         return {"open": open_, "end": end, "expires": now + self._lease}
@@ -246,7 +247,7 @@ class SharedUpload:
         """Create a new upload and its sidecar (in place of the stale one with ETag
         ``etag``); False when another mount changed the sidecar first."""
         upload = self._store.create_upload(self.key, {})
-        now = time.time()
+        now = self._store.clock.now()
         state = {"upload_id": upload, "part_size": self.part_size, "updated": now,
                  "writers": {self._writer: self._entry(True, 0, now)}}
         try:

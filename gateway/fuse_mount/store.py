@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,9 +22,11 @@ from botocore.utils import parse_timestamp
 from backends.checksums import new_hasher
 from backends.errors import BackendError, NoSuchKey
 from gateway.fuse_mount.errors import translate
+from gateway.fuse_mount.gateway_clock import GatewayClock
 from gateway.fuse_mount.light import MISSING, LightRequests
 
 Body = bytes | bytearray
+_SENT = "squall_sent_at"  # key of a request's botocore context: when it was sent
 log = logging.getLogger(__name__)
 
 
@@ -73,6 +76,8 @@ class BucketClient:
         :class:`LightRequests` first (not with requests routed by boto3 event hooks, which
         it does not run)."""
         self.bucket = bucket
+        #: the gateway's time, from the Date of every answer to a boto3 request
+        self.clock = GatewayClock()
         self._light = LightRequests(endpoint, bucket, credentials.access_key,
                                credentials.secret_key, region=region, pool_size=pool_size,
                                connect_timeout=connect_timeout, read_timeout=120,
@@ -94,6 +99,15 @@ class BucketClient:
                           max_pool_connections=pool_size,
                           request_checksum_calculation="when_supported",
                           response_checksum_validation="when_required"))
+        events = self._client.meta.events
+        events.register("before-call.s3", _note_sent)
+        events.register("after-call.s3", self._observe_date)
+
+    def _observe_date(self, http_response: Any, context: dict[str, Any],
+                      **_: Any) -> None:
+        """botocore's after-call (errors too): the Date for the gateway's clock."""
+        if http_response is not None and _SENT in context:
+            self.clock.observe(context[_SENT], time.time(), http_response.headers.get("Date"))
 
     @property
     def client(self) -> Any:
@@ -302,3 +316,8 @@ def _timestamp(value: str) -> datetime:
         return email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return parse_timestamp(value)
+
+
+def _note_sent(context: dict[str, Any], **_: Any) -> None:
+    """botocore's before-call: when the request leaves (for :class:`GatewayClock`)."""
+    context[_SENT] = time.time()

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -79,9 +79,10 @@ class MountProcess:
     """A foreground ``squall mount`` subprocess (its PID is ours to signal)."""
 
     def __init__(self, endpoint: str, bucket: str, mountpoint: Path,
-                 args: Sequence[str] = ()) -> None:
+                 args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.endpoint, self.bucket, self.path = endpoint, bucket, mountpoint
         self.args = list(args)
+        self.env = dict(env or {})  # added to the process's environment
         self.log_path = mountpoint.parent / f"{mountpoint.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -90,7 +91,7 @@ class MountProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 mount_command(self.endpoint, self.bucket, self.path, "--log-level", "debug",
-                              *self.args), env=mount_env(), stdout=log, stderr=subprocess.STDOUT)
+                              *self.args), env=mount_env(**self.env), stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while not is_mounted(self.path):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -104,3 +104,49 @@ def test_a_file_left_by_a_killed_mount_is_written_again_by_the_next_run(
     assert s3.get_object(Bucket=mount_bucket, Key=name)["Body"].read() == data
     assert s3.list_multipart_uploads(Bucket=mount_bucket, Prefix=name).get("Uploads", []) == []
     assert "took over a shared upload" in restarted.log()
+
+
+def faketime_library() -> Path | None:
+    """Debian's libfaketime (package faketime), which shifts a process's wall clock."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    return found[0] if found else None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shift", ["+300s", "-300s"])
+def test_a_mount_whose_clock_is_minutes_off_keeps_to_the_leases(
+        squall: SquallProcess, mount_bucket: str, tmp_path: Path, s3, shift: str) -> None:
+    """Leases are told in the gateway's time. One of two mounts runs with its clock five
+    minutes ahead or behind (a real process under libfaketime); the mount that judges the
+    other's lease when it closes first (the one ahead; the one in step when the other is
+    behind) does not take it for run out, as it would on the mounts' own clocks (its close
+    would abort the upload with EIO); the last close completes the file."""
+    library = faketime_library()
+    if library is None:
+        pytest.skip("libfaketime is not installed (Debian package faketime)")
+    options = [*SHARED, "--shared-lease", "60s"]
+    off = MountProcess(squall.endpoint, mount_bucket, tmp_path / "off", options,
+                       env={"LD_PRELOAD": str(library), "FAKETIME": shift,
+                            "DONT_FAKE_MONOTONIC": "1"}).start()
+    try:
+        in_step = MountProcess(squall.endpoint, mount_bucket, tmp_path / "in-step",
+                               options).start()
+        try:
+            name = f"shared/skew-{uuid.uuid4().hex[:8]}.bin"
+            (off.path / "shared").mkdir(exist_ok=True)
+            ranges = layout(4, 1, MiB + 4_099)
+            mounts = [in_step, off] if shift.startswith("+") else [off, in_step]
+            fds = [os.open(m.path / name, os.O_WRONLY | os.O_CREAT, 0o644) for m in mounts]
+            try:
+                for rank, offset, length in ranges:
+                    os.pwrite(fds[rank % 2], range_bytes(rank, offset, length), offset)
+            finally:
+                os.close(fds[1])  # leaves first, while the other writer is live
+                os.close(fds[0])  # the last close completes
+        finally:
+            assert in_step.stop() == 0, in_step.log()
+    finally:
+        assert off.stop() == 0, off.log()
+    body = s3.get_object(Bucket=mount_bucket, Key=name)["Body"].read()
+    assert body == b"".join(range_bytes(r, o, n) for r, o, n in ranges)
+    assert "stopped renewing" not in off.log() + in_step.log()
