@@ -110,27 +110,16 @@ class LightRequests:
         """Fill ``into`` with bytes ``[start, start + len(into))`` of the object, read from
         the socket straight into it (no intermediate bytes object); False for anything but
         a 206 of exactly that range, whole (the caller then uses boto3)."""
-        size = len(into)
-        response = self._ranged(key, start, start + size, if_match)
-        if response is None:
-            return False
-        # http.client's response under urllib3's: its readinto is the socket's recv_into
-        # (urllib3's own readinto reads into a new bytes object and copies it).
-        raw = getattr(response, "_fp", None)
-        got = 0
-        try:
-            while raw is not None and got < size:
-                if not (n := raw.readinto(into[got:])):
-                    break
-                got += n
-        except (OSError, http.client.HTTPException) as exc:
-            _failed(response, key, exc)
-            return False
-        if got != size:
-            _failed(response, key, f"{got} bytes of {size}")
-            return False
-        response.release_conn()
-        return True
+        body = self.open_range(key, start, start + len(into), if_match=if_match)
+        return body is not None and body.read_into(into)
+
+    def open_range(self, key: str, start: int, end: int, *, if_match: str | None
+                   ) -> RangeBody | None:
+        """A GET of bytes ``[start, end)`` whose body is still on its socket, to be read in
+        order with :meth:`RangeBody.read_into`; None for anything but a 206 of exactly that
+        range (the caller then uses boto3)."""
+        response = self._ranged(key, start, end, if_match)
+        return RangeBody(response, key, end - start) if response is not None else None
 
     def _ranged(self, key: str, start: int, end: int, if_match: str | None
                 ) -> urllib3.HTTPResponse | None:
@@ -168,6 +157,57 @@ class LightRequests:
         except urllib3.exceptions.HTTPError as exc:
             log.debug("%s %s: %s; sending it again through boto3", method, key, exc)
             return None
+
+
+class RangeBody:
+    """The body of a ranged GET, still on its socket: read in order, each piece straight
+    into the caller's buffer (``recv_into`` of http.client's response under urllib3's:
+    urllib3's own ``readinto`` reads into a new bytes object and copies it). Its
+    connection goes back to the pool once the body is read to its end, and is closed if
+    the body is dropped before (:meth:`close`) or breaks off."""
+
+    __slots__ = ("_key", "_raw", "_response", "left")
+
+    def __init__(self, response: urllib3.HTTPResponse, key: str, length: int) -> None:
+        self._response = response
+        self._raw = getattr(response, "_fp", None)
+        self._key = key
+        self.left = length
+
+    def read_into(self, into: memoryview) -> bool:
+        """Fill ``into`` with the next ``len(into)`` bytes of the body; False (and the
+        connection closed) when the body broke off or has fewer bytes left."""
+        size = len(into)
+        if size > self.left:
+            self.close()
+            return False
+        got = 0
+        try:
+            while self._raw is not None and got < size:
+                if not (n := self._raw.readinto(into[got:])):
+                    break
+                got += n
+        except (OSError, http.client.HTTPException) as exc:
+            self._break(exc)
+            return False
+        if got != size:
+            self._break(f"{got} bytes of {size}")
+            return False
+        self.left -= size
+        if not self.left:
+            self._response.release_conn()
+        return True
+
+    def close(self) -> None:
+        """Drop the rest of the body (its connection is closed)."""
+        if self.left:
+            self.left = 0
+            self._response.close()
+            self._response.release_conn()
+
+    def _break(self, reason: object) -> None:
+        self.left = 0
+        _failed(self._response, self._key, reason)
 
 
 def _discard(response: urllib3.BaseHTTPResponse) -> None:

@@ -9,11 +9,13 @@ from typing import Any
 from gateway.auth.client import status_headers
 from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
+from gateway.fuse_mount.fuseop import fuse_op
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.reader import Chunk
 from gateway.fuse_mount.settings import MountSettings, SettingsError
 from gateway.fuse_mount.signals import flush_on_stop
 from gateway.fuse_mount.store import BucketClient
+from gateway.fuse_mount.stream import StreamChunk
 from gateway.tls import client_context
 
 
@@ -50,12 +52,18 @@ class _FUSE(mfusepy.FUSE):
     def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
         data = self.operations.read(None if path is None else path.decode(
             self.encoding, self.errors), size, offset, fip.contents.fh)
-        if isinstance(data, Chunk):
-            return data.copy_to(buf, size)
+        if not isinstance(data, bytes):
+            return self._copy(data, buf, size)
         if len(data) > size:
             raise ValueError(f"read returned {len(data)} bytes, more than {size}")
         ctypes.memmove(buf, data, len(data))
         return len(data)
+
+    @fuse_op
+    def _copy(self, chunk: Chunk | StreamChunk, buf: Any, size: int) -> int:
+        """Copy a read's bytes into the kernel's buffer (a stream chunk reads them from
+        its socket here: its errors are a read's errors)."""
+        return chunk.copy_to(buf, size)
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return int(self.operations.rename(old.decode(self.encoding, self.errors),

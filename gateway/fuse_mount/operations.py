@@ -33,6 +33,7 @@ from gateway.fuse_mount.settings import MountSettings
 from gateway.fuse_mount.shared import SharedFile, being_written, is_shared
 from gateway.fuse_mount.shared_upload import LeaseRenewer
 from gateway.fuse_mount.store import BucketClient
+from gateway.fuse_mount.stream import StreamChunk, StreamReads
 
 log = logging.getLogger(__name__)
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
@@ -303,7 +304,8 @@ class BucketOperations(mfusepy.Operations):
         return handle.keep_cache, handle.direct_io
 
     @fuse_op
-    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes | Chunk:
+    def read(self, path: str | None, size: int, offset: int, fh: int
+             ) -> bytes | Chunk | StreamChunk:
         handle = self._handle(fh)
         f = handle.file
         for _ in range(3):
@@ -409,8 +411,12 @@ class BucketOperations(mfusepy.Operations):
     def _attach(self, path: str, candidate: OpenFile | None, *, writable: bool,
                 truncate: bool) -> tuple[int, OpenFile]:
         """A new handle on ``path`` (joining the file open there, see OpenFiles.attach)."""
-        stream = ReadAhead(self._store, block_size=self._settings.block_size,
-                           window=self._settings.readahead_blocks, pool=self._fetches)
+        stream: ReadAhead | StreamReads
+        if self._store.streams:
+            stream = StreamReads(self._store)
+        else:
+            stream = ReadAhead(self._store, block_size=self._settings.block_size,
+                               window=self._settings.readahead_blocks, pool=self._fetches)
         while (opened := self._files.attach(key_of(path), candidate, writable=writable,
                                             stream=stream)) is None:
             candidate = self._new_file(path, truncate=truncate, writable=writable)  # closed meanwhile

@@ -23,7 +23,7 @@ from backends.checksums import new_hasher
 from backends.errors import BackendError, NoSuchKey
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
-from gateway.fuse_mount.light import MISSING, LightRequests
+from gateway.fuse_mount.light import MISSING, LightRequests, RangeBody
 
 Body = bytes | bytearray
 _SENT = "squall_sent_at"  # key of a request's botocore context: when it was sent
@@ -164,6 +164,21 @@ class BucketClient:
             raise BackendError(f"GetObject {self.bucket}/{key}: {len(data)} bytes for a "
                                f"range of {len(into)} at {start}")
         into[:] = data
+
+    @property
+    def streams(self) -> bool:
+        """Whether :meth:`open_range` can stream (the light request path is on)."""
+        return self._light is not None
+
+    def open_range(self, key: str, start: int, end: int, *, if_match: str | None = None
+                   ) -> RangeBody | None:
+        """A GET of bytes ``[start, end)`` whose body stays on its socket, read in order
+        straight into the caller's buffers; None when that is not possible (no light
+        request path, or an answer other than a plain 206 of that range: the caller then
+        uses :meth:`get_range`, which raises what the answer means)."""
+        if self._light is None or end <= start:
+            return None
+        return self._light.open_range(key, start, end, if_match=if_match)
 
     def _get_range_boto3(self, key: str, start: int, end: int, *,
                          if_match: str | None) -> bytes:
