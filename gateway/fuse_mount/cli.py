@@ -44,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--block-size", default="8MiB",
                    help="upload part and read-ahead block size, at least 5MiB (default 8MiB)")
     p.add_argument("--readahead", default="16MiB",
-                   help="bytes prefetched ahead of sequential reads; 0 disables (default 16MiB)")
+                   help="0 disables reading ahead; otherwise sequential reads stream from one "
+                        "GET, or with --route-to-owners this many bytes are prefetched in "
+                        "blocks (default 16MiB)")
     p.add_argument("--attr-timeout", type=float, default=1.0,
                    help="seconds attributes of files not open here are cached (default 1)")
     p.add_argument("--region", default="us-east-1", help="signing region (default us-east-1)")

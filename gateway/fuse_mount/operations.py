@@ -412,7 +412,7 @@ class BucketOperations(mfusepy.Operations):
                 truncate: bool) -> tuple[int, OpenFile]:
         """A new handle on ``path`` (joining the file open there, see OpenFiles.attach)."""
         stream: ReadAhead | StreamReads
-        if self._store.streams:
+        if self._store.streams and self._settings.readahead > 0:
             stream = StreamReads(self._store)
         else:
             stream = ReadAhead(self._store, block_size=self._settings.block_size,
