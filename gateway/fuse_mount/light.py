@@ -34,6 +34,7 @@ _CLIENT_CONFIG = Config(s3={"payload_signing_enabled": False})
 _META = "x-amz-meta-"
 # An error body up to this size is read to keep its connection; a larger one is closed.
 _DRAIN_LIMIT = 64 * 1024
+_SKIP_PIECE = 256 * 1024  # bytes of a body dropped per read
 
 #: What a HEAD found: (size, ETag, mtime, user metadata), or MISSING (404).
 Head = tuple[int, str, float, dict[str, str]]
@@ -196,6 +197,16 @@ class RangeBody:
         self.left -= size
         if not self.left:
             self._response.release_conn()
+        return True
+
+    def skip(self, count: int) -> bool:
+        """Drop the next ``count`` bytes of the body (read in pieces); as ``read_into``."""
+        scratch = memoryview(bytearray(min(count, _SKIP_PIECE)))
+        while count > 0:
+            piece = min(count, len(scratch))
+            if not self.read_into(scratch[:piece]):
+                return False
+            count -= piece
         return True
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ instead of one per block.
 Reads arrive on several libfuse threads, a few at a time and nearly in order (the
 kernel's read-ahead). A read that starts where the stream is takes the next bytes; one a
 little further on waits briefly for the reads before it; a sequential read (one that
-continues the previous read) that no stream serves starts a new stream at its offset;
+continues the previous read) that no stream serves starts a new stream at its offset
+(a read that waited in vain for the reads before it skips their bytes on the stream);
 any other read is a ranged GET of exactly its bytes. Every GET is ``If-Match`` the
 version's ETag: a version replaced by another client reads as ESTALE.
 """
@@ -25,7 +26,9 @@ from gateway.fuse_mount.light import RangeBody
 from gateway.fuse_mount.store import BucketClient, RemoteObject
 
 MiB = 1024 * 1024
-#: seconds a read a little ahead of the stream waits for the reads before it
+#: seconds a read a little ahead of the stream waits for the reads before it; then, on
+#: an idle stream, it skips the bytes in between (the kernel may not ask for them: their
+#: pages are cached)
 TURN_WAIT = 0.05
 #: how far ahead of the stream's position a read waits for its turn
 AHEAD = 8 * MiB
@@ -37,14 +40,15 @@ class StreamChunk:
     ``release`` leaves them unread). A body that breaks off is read again with a ranged
     GET, whose errors (ESTALE for a replaced version) are raised from ``copy_to``."""
 
-    __slots__ = ("_body", "_meta", "_offset", "_owner", "length")
+    __slots__ = ("_body", "_meta", "_offset", "_owner", "_skip", "length")
 
     def __init__(self, owner: StreamReads, body: RangeBody, meta: RemoteObject,
-                 offset: int, length: int) -> None:
+                 offset: int, length: int, skip: int = 0) -> None:
         self._owner: StreamReads | None = owner
         self._body = body
         self._meta = meta
         self._offset = offset
+        self._skip = skip  # bytes of the body before ``offset``, dropped
         self.length = length
 
     def copy_to(self, dest: Any, size: int) -> int:
@@ -71,8 +75,8 @@ class StreamChunk:
         owner, self._owner = self._owner, None
         if owner is None:
             raise RuntimeError("a stream chunk is read once")
-        read = self._body.read_into(into)
-        owner.done(self._body, self.length if read else None)
+        read = self._body.skip(self._skip) and self._body.read_into(into)
+        owner.done(self._body, self._skip + self.length if read else None)
         if not read:  # the body broke off: these bytes again, on their own
             meta = self._meta
             into[:] = owner.store.get_range(meta.key, self._offset, self._offset + self.length,
@@ -107,12 +111,15 @@ class StreamReads:
             while True:
                 near = ((self._body is not None or self._opening)
                         and self._pos <= offset < self._pos + AHEAD)
-                if near and not self._busy and self._pos == offset and self._body is not None:
+                body = self._body if not self._busy else None  # an idle stream
+                now = time.monotonic()
+                if near and body is not None and (self._pos == offset or now >= deadline):
                     self._busy = True
-                    return StreamChunk(self, self._body, meta, offset, end - offset)
-                if not near or (left := deadline - time.monotonic()) <= 0:
+                    return StreamChunk(self, body, meta, offset, end - offset,
+                                       skip=offset - self._pos)
+                if not near or now >= deadline:
                     break
-                self._cond.wait(left)
+                self._cond.wait(deadline - now)
             start = (sequential or near) and not self._busy
             if start:
                 self._drop()

@@ -94,7 +94,8 @@ def test_reads_arriving_out_of_order_wait_for_their_turn(
             list(pool.map(read, reversed(offsets)))
     assert b"".join(out[o] for o in sorted(out)) == body[size:]
     assert store.streams_opened == [0]
-    assert store.ranges == []
+    # A thread that starts more than TURN_WAIT late (a loaded machine) reads on its own.
+    assert len(store.ranges) <= 2
 
 
 def test_other_reads_are_ranged_gets_of_their_bytes(s3, bucket: str,
@@ -110,6 +111,24 @@ def test_other_reads_are_ranged_gets_of_their_bytes(s3, bucket: str,
     assert copied(reads.read(meta, far + 100, 4096), 4096) == body[far + 100:far + 4196]
     assert store.streams_opened == [0, far + 100]
     assert reads.read(meta, 10, 20) == body[10:30]  # behind the stream
+
+
+def test_a_gap_the_kernel_does_not_ask_for_is_skipped_on_the_stream(
+        s3, bucket: str, store: CountedStore) -> None:
+    """Pages already cached are not asked for: a read a little ahead of an idle stream
+    waits for them in vain, then drops the bytes in between instead of sending a new GET;
+    a read that arrives for the skipped bytes afterwards is a ranged GET of its own."""
+    body = os.urandom(2 * 1024 * 1024)
+    meta = upload(s3, bucket, "gap.bin", body)
+    reads = StreamReads(store)
+    assert copied(reads.read(meta, 0, 4096), 4096) == body[:4096]
+    gap = 700_000
+    assert copied(reads.read(meta, gap, 4096), 4096) == body[gap:gap + 4096]
+    assert copied(reads.read(meta, gap + 4096, 4096), 4096) == body[gap + 4096:gap + 8192]
+    assert store.streams_opened == [0]
+    assert store.ranges == []
+    assert reads.read(meta, 4096, 4096) == body[4096:8192]
+    assert store.ranges == [(4096, 8192)]
 
 
 def test_a_chunk_left_unread_keeps_the_stream_in_place(s3, bucket: str,
