@@ -3,7 +3,8 @@
 libfuse runs every call on one of its worker threads, so calls block on S3 requests
 without holding up the others. Open files live in :class:`OpenFiles` (one shared
 :class:`OpenFile` per path, found through the handle, never by path: a handle's name may
-have been unlinked or renamed). Every error leaves through ``errno_for`` (the one table).
+have been unlinked or renamed), opened and let go by :class:`FileOpener`. Every error
+leaves through ``errno_for`` (the one table).
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import errno
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -22,18 +21,17 @@ from backends.errors import PreconditionFailed
 from gateway.fuse_mount.attrs import NS, Attr, AttrCache, metadata_for
 from gateway.fuse_mount.binding import current_fuse, exit_loop, mfusepy
 from gateway.fuse_mount.fuseop import fuse_op
-from gateway.fuse_mount.handles import Handle, OpenFiles
 from gateway.fuse_mount.kernel import set_read_ahead
 from gateway.fuse_mount.kernel_view import KernelView
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
-from gateway.fuse_mount.openfile import OpenFile, WriteConfig
-from gateway.fuse_mount.reader import Chunk, ReadAhead
+from gateway.fuse_mount.openfile import OpenFile
+from gateway.fuse_mount.opening import FileOpener
+from gateway.fuse_mount.reader import Chunk
 from gateway.fuse_mount.settings import MountSettings
-from gateway.fuse_mount.shared import SharedFile, being_written, is_shared
-from gateway.fuse_mount.shared_upload import LeaseRenewer
+from gateway.fuse_mount.shared import SharedFile, being_written
 from gateway.fuse_mount.store import BucketClient
-from gateway.fuse_mount.stream import StreamChunk, StreamReads
+from gateway.fuse_mount.stream import StreamChunk
 
 log = logging.getLogger(__name__)
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2  # renameat2(2) flags
@@ -57,18 +55,11 @@ class BucketOperations(mfusepy.Operations):
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mounted_at = int(time.time()) * NS
-        self._write_cfg = WriteConfig(settings.block_size, settings.max_inflight,
-                                      settings.staging_dir,
-                                      kernel_times=settings.writeback_cache)
-        self._uploads = ThreadPoolExecutor(settings.threads, thread_name_prefix="upload")
-        self._fetches = ThreadPoolExecutor(settings.threads, thread_name_prefix="fetch")
-        self._files = OpenFiles()
+        self._opener = FileOpener(store, settings, self._ns)
+        self._files = self._opener.files
         self._view = KernelView(settings.attr_timeout, writeback=settings.writeback_cache)
         self.destroyed = False
-        self.unsaved: list[str] = []
         self._fuse: int | None = None  # libfuse's struct fuse, known from init on
-        self._writer = uuid.uuid4().hex  # this mount, as a writer of shared files
-        self._leases = LeaseRenewer()
         # The kernel sets the read-ahead window when it gets the reply to init: it is
         # widened at the first request after that.
         self._tune_read_ahead = settings.readahead > 0
@@ -106,12 +97,14 @@ class BucketOperations(mfusepy.Operations):
         exit_loop(self._fuse)
         return True
 
+    @property
+    def unsaved(self) -> list[str]:
+        """Keys of files that could not be stored when their last handle went."""
+        return self._opener.unsaved
+
     def destroy(self, path: str) -> None:
         """Unmount: complete every file still open, then stop the worker threads."""
-        for f in self._files.drain():
-            self._release_file(f)
-        self._uploads.shutdown(wait=True, cancel_futures=True)
-        self._fetches.shutdown(wait=False, cancel_futures=True)
+        self._opener.shutdown()
         self.destroyed = True
         log.info("unmounted %s", self._settings.mountpoint)
 
@@ -121,14 +114,14 @@ class BucketOperations(mfusepy.Operations):
         if self._tune_read_ahead:
             self._tune_read_ahead = False
             set_read_ahead(self._settings.mountpoint, KERNEL_READ_AHEAD_KIB)
-        f = self._open_file(path, fh)
+        f = self._opener.open_file(path, fh)
         if f is not None:
             return self._stat(self._attr_of_open(f))
         path = _named(path)
         try:
             attr = self._ns.require(path)
         except PathError as exc:
-            if exc.errno != errno.ENOENT or not self._shared_key(path) or not being_written(
+            if exc.errno != errno.ENOENT or not self._opener.shared(path) or not being_written(
                     self._store, key_of(path)):
                 raise
             attr = Attr(False, 0, time.time_ns())  # written by other mounts, not stored yet
@@ -229,13 +222,13 @@ class BucketOperations(mfusepy.Operations):
             return 0
         f = self._files.get(key_of(old))
         if f is None:
-            self._replace_open(new, None)
+            self._opener.replace_open(new, None)
             self._ns.rename_file(old, new)
             self._view.renamed(old, new)
             return 0
         with f.lock:  # no commit of f under its old name can slip in between
             f.commit()  # the object must exist (and be current) before it is copied
-            self._replace_open(new, f)
+            self._opener.replace_open(new, f)
             etag = self._ns.rename_file(old, new)
             self._files.rename(f, key_of(new))
             f.rebind(key_of(new), etag)
@@ -254,13 +247,13 @@ class BucketOperations(mfusepy.Operations):
     # -- files -----------------------------------------------------------------------------
     @fuse_op
     def create(self, path: str, mode: int, flags: int) -> int:
-        new = self._new_file(path, truncate=True, metadata=metadata_for(mode=mode),
+        new = self._opener.new_file(path, truncate=True, metadata=metadata_for(mode=mode),
                              writable=True)
-        fh, f = self._attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
+        fh, f = self._opener.attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
         if isinstance(f, SharedFile):
-            self._handle(fh).direct_io = True
+            self._opener.handle(fh).direct_io = True
             if f is new:
-                self._start_shared(fh, f)
+                self._opener.start_shared(fh, f)
         self._ns.created(path)
         self._view.removed(path)  # a new inode, with nothing cached
         return fh
@@ -274,7 +267,7 @@ class BucketOperations(mfusepy.Operations):
         # version (a fresh HeadObject), and a file open here on an older one stays with its
         # handles (as if replaced by a rename on a local file system).
         fresh = current is None or (current.version is not None and not current.dirty)
-        candidate = (self._new_file(path, truncate=truncate, writable=writable) if fresh
+        candidate = (self._opener.new_file(path, truncate=truncate, writable=writable) if fresh
                      else None)
         version = candidate.version if candidate is not None else None
         if current is None and version is not None and self._view.stale_at_open(
@@ -282,12 +275,12 @@ class BucketOperations(mfusepy.Operations):
             # The kernel's inode (not open anywhere) holds another size: the kernel retries
             # the open after a lookup that replaces it (see kernel_view).
             raise PathError(errno.ESTALE, path)
-        fh, f = self._attach(path, candidate, writable=writable, truncate=truncate)
-        handle = self._handle(fh)
+        fh, f = self._opener.attach(path, candidate, writable=writable, truncate=truncate)
+        handle = self._opener.handle(fh)
         if isinstance(f, SharedFile):
             handle.direct_io = True  # whole pages would overwrite the other mounts' bytes
             if f is candidate:
-                self._start_shared(fh, f)
+                self._opener.start_shared(fh, f)
         elif f is not candidate:  # joined a file open here: the kernel's pages are its own
             handle.keep_cache = True
         else:
@@ -306,7 +299,7 @@ class BucketOperations(mfusepy.Operations):
     @fuse_op
     def read(self, path: str | None, size: int, offset: int, fh: int
              ) -> bytes | Chunk | StreamChunk:
-        handle = self._handle(fh)
+        handle = self._opener.handle(fh)
         f = handle.file
         for _ in range(3):
             version = f.version
@@ -322,7 +315,7 @@ class BucketOperations(mfusepy.Operations):
 
     @fuse_op
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
-        handle = self._handle(fh)
+        handle = self._opener.handle(fh)
         if not handle.writable:
             raise PathError(errno.EBADF, path or str(fh))
         if handle.closing:
@@ -331,14 +324,14 @@ class BucketOperations(mfusepy.Operations):
 
     @fuse_op
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
-        f = self._open_file(path, fh)
+        f = self._opener.open_file(path, fh)
         if f is not None:
             f.truncate(length)
             return 0
         path = _named(path)
         if self._ns.require(path).is_dir:
             raise PathError(errno.EISDIR, path)
-        f = self._new_file(path, truncate=False)
+        f = self._opener.new_file(path, truncate=False)
         try:
             f.truncate(length)
             self._commit(f)
@@ -350,7 +343,7 @@ class BucketOperations(mfusepy.Operations):
     @fuse_op
     def flush(self, path: str | None, fh: int) -> int:
         """close(): the close of the last writer uploads, and returns its errors."""
-        handle = self._handle(fh)
+        handle = self._opener.handle(fh)
         # A shared file leaves its upload at the last close here, written or not: the last
         # mount to leave completes it before its close returns.
         if self._files.last_close(fh) and (handle.file.dirty
@@ -361,106 +354,23 @@ class BucketOperations(mfusepy.Operations):
 
     @fuse_op
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
-        self._commit(self._handle(fh).file, final=False)
+        self._commit(self._opener.handle(fh).file, final=False)
         return 0
 
     @fuse_op
     def release(self, path: str | None, fh: int) -> int:
-        handle, last = self._files.release(fh)
-        if handle is None:
-            return 0
-        if handle.stream is not None:
-            handle.stream.close()
-        if last:
-            self._release_file(handle.file)  # normally nothing left: flush committed
-            self._files.forget(handle.file)
+        self._opener.release(fh)
         return 0
 
     # -- helpers ---------------------------------------------------------------------------
-    def _shared_key(self, path: str) -> bool:
-        return is_shared(key_of(path), self._settings.shared_files)
-
-    def _start_shared(self, fh: int, f: SharedFile) -> None:
-        try:
-            f.start()
-        except BaseException:
-            self.release(None, fh)
-            raise
-
     def _commit(self, f: OpenFile, *, final: bool = True) -> None:
         """Store ``f``; the kernel's size and pages of it are now that object's."""
         f.commit(final=final)
         if not f.unlinked:
             self._view.committed(path_of(f.key), f.size, f.etag)
 
-    def _new_file(self, path: str, *, truncate: bool,
-                  metadata: dict[str, str] | None = None, writable: bool = False) -> OpenFile:
-        """A file for ``path``: empty if ``truncate`` (keeping the mode and owner of the
-        object it replaces, as a local file system does), else the object's newest version;
-        a :class:`SharedFile` when written and named by ``--shared-files``."""
-        if writable and self._shared_key(path):
-            return SharedFile(self._store, key_of(path), config=self._write_cfg,
-                              pool=self._uploads, writer=self._writer, renewer=self._leases,
-                              lease=self._settings.shared_lease, metadata=metadata)
-        existing = None if truncate else self._ns.head(path)
-        if truncate and metadata is None and (attr := self._ns.lookup(path)) is not None:
-            metadata = metadata_for(mode=attr.mode, uid=attr.uid, gid=attr.gid)
-        return OpenFile(self._store, key_of(path), config=self._write_cfg, pool=self._uploads,
-                        existing=existing, truncate=truncate, metadata=metadata)
-
-    def _attach(self, path: str, candidate: OpenFile | None, *, writable: bool,
-                truncate: bool) -> tuple[int, OpenFile]:
-        """A new handle on ``path`` (joining the file open there, see OpenFiles.attach)."""
-        stream: ReadAhead | StreamReads
-        if self._store.streams and self._settings.readahead > 0:
-            stream = StreamReads(self._store)
-        else:
-            stream = ReadAhead(self._store, block_size=self._settings.block_size,
-                               window=self._settings.readahead_blocks, pool=self._fetches)
-        while (opened := self._files.attach(key_of(path), candidate, writable=writable,
-                                            stream=stream)) is None:
-            candidate = self._new_file(path, truncate=truncate, writable=writable)  # closed meanwhile
-        fh, f = opened
-        if truncate and f is not candidate:
-            try:
-                f.truncate(0)
-            except BaseException:
-                self.release(path, fh)
-                raise
-        return fh, f
-
-    def _release_file(self, f: OpenFile) -> None:
-        """The last handle of ``f`` is gone: store what is left, or say loudly that we could
-        not (the exit code of the mount reports it too)."""
-        try:
-            f.release()
-        except Exception as exc:  # noqa: BLE001 - logged and reported by the exit code
-            log.error("could not store %s: %r; its previous version stays", f.key, exc)
-            self.unsaved.append(f.key)
-
-    def _replace_open(self, new: str, keep: OpenFile | None) -> None:
-        """A rename is about to overwrite ``new``: a file open there keeps a local copy."""
-        replaced = self._files.get(key_of(new))
-        if replaced is not None and replaced is not keep:
-            replaced.detach()
-            self._files.detach(key_of(new))
-
-    def _handle(self, fh: int) -> Handle:
-        handle = self._files.handle(fh)
-        if handle is None:
-            raise PathError(errno.EBADF, str(fh))
-        return handle
-
-    def _open_file(self, path: str | None, fh: int | None = None) -> OpenFile | None:
-        """The open file of handle ``fh`` if given, else the one open under ``path``."""
-        if fh:
-            handle = self._files.handle(fh)
-            if handle is not None:
-                return handle.file
-        return self._files.get(key_of(path)) if path is not None else None
-
     def _open_attr_or_lookup(self, path: str) -> Attr:
-        f = self._open_file(path)
+        f = self._opener.open_file(path)
         return self._attr_of_open(f) if f is not None else self._ns.require(path)
 
     def _attr_of_open(self, f: OpenFile) -> Attr:
@@ -474,7 +384,7 @@ class BucketOperations(mfusepy.Operations):
                    fh: int | None = None) -> None:
         if not values:
             return
-        f = self._open_file(path, fh)
+        f = self._opener.open_file(path, fh)
         if f is not None:
             if f.unlinked:
                 return  # never stored again
