@@ -17,6 +17,9 @@ from gateway.fuse_mount.reader import ReadAhead
 from gateway.fuse_mount.store import RemoteObject
 from gateway.fuse_mount.stream import StreamReads
 
+#: a handle's reads: streamed, or block read-ahead (mounts without the light request path)
+ReadStream = ReadAhead | StreamReads
+
 
 @dataclass(slots=True, eq=False)
 class Handle:
@@ -24,7 +27,7 @@ class Handle:
 
     file: OpenFile
     writable: bool
-    stream: ReadAhead | StreamReads | None = None
+    stream: ReadStream | None = None
     #: flush (close) was called on this handle: its owner is done writing through it.
     closing: bool = False
     #: the kernel may keep the pages it cached of this file (answer to open)
@@ -60,7 +63,7 @@ class OpenFiles:
             return entry.file if entry is not None else self._releasing.get(key)
 
     def attach(self, key: str, candidate: OpenFile | None, *, writable: bool,
-               stream: ReadAhead | StreamReads | None = None) -> tuple[int, OpenFile] | None:
+               stream: ReadStream | None = None) -> tuple[int, OpenFile] | None:
         """Open a handle on ``key``: it joins the file already open there, unless that file
         is an unmodified copy of another version than ``candidate`` (the object was replaced
         by another client): then ``candidate`` takes the name and the older file stays with

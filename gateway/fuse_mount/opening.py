@@ -10,7 +10,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from gateway.fuse_mount.attrs import metadata_for
-from gateway.fuse_mount.handles import Handle, OpenFiles
+from gateway.fuse_mount.handles import Handle, OpenFiles, ReadStream
 from gateway.fuse_mount.namespace import Namespace, PathError, key_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import ReadAhead
@@ -64,7 +64,7 @@ class FileOpener:
     def attach(self, path: str, candidate: OpenFile | None, *, writable: bool,
                truncate: bool) -> tuple[int, OpenFile]:
         """A new handle on ``path`` (joining the file open there, see OpenFiles.attach)."""
-        stream: ReadAhead | StreamReads
+        stream: ReadStream
         if self._store.streams and self._settings.readahead > 0:
             stream = StreamReads(self._store)
         else:

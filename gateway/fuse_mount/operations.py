@@ -248,7 +248,7 @@ class BucketOperations(mfusepy.Operations):
     @fuse_op
     def create(self, path: str, mode: int, flags: int) -> int:
         new = self._opener.new_file(path, truncate=True, metadata=metadata_for(mode=mode),
-                             writable=True)
+                                    writable=True)
         fh, f = self._opener.attach(path, new, writable=True, truncate=bool(flags & os.O_TRUNC))
         if isinstance(f, SharedFile):
             self._opener.handle(fh).direct_io = True

@@ -23,9 +23,9 @@ import time
 from typing import Any
 
 from gateway.fuse_mount.light import RangeBody
+from gateway.fuse_mount.settings import MiB
 from gateway.fuse_mount.store import BucketClient, RemoteObject
 
-MiB = 1024 * 1024
 #: seconds a read a little ahead of the stream waits for the reads before it; then, on
 #: an idle stream, it skips the bytes in between (the kernel may not ask for them: their
 #: pages are cached)
