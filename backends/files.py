@@ -42,6 +42,15 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of ``fd``."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
 def write_atomic(path: Path, data: bytes, *, tmp_dir: Path, durable: bool) -> None:
     """Write a small file as temp + fsync + rename (+ directory fsync)."""
     tmp = tmp_dir / temp_name()
@@ -112,8 +121,5 @@ def _copy_chunked(src_fd: int, dst_fd: int, src_offset: int, count: int, dst_off
         data = os.pread(src_fd, min(chunk_size, count - done), src_offset + done)
         if not data:
             raise OSError(errno.EIO, "source shorter than expected")
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(dst_fd, view, dst_offset + done)
-            view = view[written:]
-            done += written
+        pwrite_all(dst_fd, data, dst_offset + done)
+        done += len(data)

@@ -14,19 +14,22 @@ class ClosingBody(DescribedBody):
 
     Unlike an async generator, closing it before the first ``__anext__`` still closes
     ``source`` and runs ``on_close``; both run shielded from cancellation. ``on_close``
-    gets ``True`` when the source was read to its end. ``verified_md5``: the MD5 of the
-    bytes, computed by this process as it wrote them (see :class:`DescribedBody`).
+    gets ``True`` when the source was read to its end. ``verified_md5`` (the MD5 of the
+    bytes, computed by this process as it wrote them) and ``declared_length``: see
+    :class:`DescribedBody`.
     """
 
     __slots__ = ("_checksum", "_closed", "_exhausted", "_on_close", "_source", "checksum",
-                 "verified_md5")
+                 "declared_length", "verified_md5")
 
     def __init__(self, source: AsyncIterator[bytes],
                  on_close: Callable[[bool], Awaitable[None]] | None = None, *,
                  checksum: tuple[str, str] | None = None,
-                 verified_md5: bytes | None = None) -> None:
+                 verified_md5: bytes | None = None,
+                 declared_length: int | None = None) -> None:
         self._source = source
         self.verified_md5: bytes | None = verified_md5
+        self.declared_length: int | None = declared_length
         self._on_close = on_close
         self._closed = False
         self._exhausted = False

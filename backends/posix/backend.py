@@ -56,7 +56,7 @@ class PosixBackend:
         self._objects = ObjectFiles(self._hidden, self._metas, NamedLocks(),
                                     durable=durable, chunk_size=chunk_size)
         self._uploads = UploadStore(self._hidden, self._objects, durable=durable,
-                                    min_part_size=min_part_size)
+                                    min_part_size=min_part_size, chunk_size=chunk_size)
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._closed = False

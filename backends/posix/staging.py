@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from backends.base import body_verified_md5
 from backends.blocking import run_blocking
-from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name, write_all
+from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, pwrite_all, temp_name
 from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
@@ -40,6 +40,7 @@ class StagedFile:
     def __init__(self, tmp_dir: Path, *, chunk_size: int, durable: bool) -> None:
         self.path = tmp_dir / temp_name()
         self.fd = -1
+        self.offset = 0  # where this file's bytes start in ``path``
         self.size = 0
         self.committed = False
         self.commit_task: asyncio.Future[Any] | None = None
@@ -103,13 +104,13 @@ class StagedFile:
 
     def _write(self, data: bytes | bytearray) -> None:
         self._md5.update(data)
-        write_all(self.fd, data)
+        pwrite_all(self.fd, data, self.offset + self.size)
         self.size += len(data)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
         for region in regions:
             copy_data(region.fd, self.fd, region.count, src_offset=region.offset,
-                      dst_offset=self.size, chunk_size=self._chunk_size)
+                      dst_offset=self.offset + self.size, chunk_size=self._chunk_size)
             self.size += region.count
 
     async def finish(self) -> os.stat_result:
@@ -124,15 +125,29 @@ class StagedFile:
             os.fsync(self.fd)
         return os.fstat(self.fd)
 
-    async def fill_from_files(self, sources: Sequence[tuple[Path, int]]) -> os.stat_result:
-        """Concatenate files (path, expected size) into this one without Python copies."""
+    async def made_by(self, make: Callable[[Path], int | None]) -> os.stat_result | None:
+        """Let ``make(path)``, a blocking job, create this file (the descriptor it returns
+        is this file's); its stat, or None when ``make`` made nothing."""
+        return await self._run(self._made_by, make)
+
+    def _made_by(self, make: Callable[[Path], int | None]) -> os.stat_result | None:
+        fd = make(self.path)
+        if fd is None:
+            return None
+        self.fd = fd
+        return os.fstat(fd)
+
+    async def fill_from_files(self, sources: Sequence[tuple[Path, int, int]]
+                              ) -> os.stat_result:
+        """Concatenate pieces of files (path, offset, size) into this one without Python
+        copies."""
         return await self._run(self._fill_from_files, list(sources))
 
-    def _fill_from_files(self, sources: list[tuple[Path, int]]) -> os.stat_result:
-        for path, size in sources:
+    def _fill_from_files(self, sources: list[tuple[Path, int, int]]) -> os.stat_result:
+        for path, offset, size in sources:
             src = os.open(path, O_READ)
             try:
-                copy_data(src, self.fd, size, dst_offset=self.size,
+                copy_data(src, self.fd, size, src_offset=offset, dst_offset=self.size,
                           chunk_size=self._chunk_size)
             finally:
                 os.close(src)

@@ -1,10 +1,13 @@
-"""Multipart uploads staged in the hidden area, joined with copy_file_range at completion.
+"""Multipart uploads staged in the hidden area, made objects without copies where they can.
 
 ``<hidden>/uploads/<bucket>/<upload id>/`` holds ``upload.json`` (key, meta, initiated)
-and, per part, a data file ``part-NNNNN.<random>`` and its record ``part-NNNNN.json``
-(ETag, size, checksum, data file name). A part is replaced by writing the new data file,
-then atomically renaming the new record over the old one, then unlinking the old data.
-UploadPartCopy fills the part's data file with copy_file_range from the source's file.
+and, per part, its record ``part-NNNNN.json`` (ETag, size, checksum, where its bytes are).
+A part's bytes are written in place into the upload's assembly file, which completion
+renames into place (see :mod:`backends.posix.assembly`), or into a data file of its own
+``part-NNNNN.<random>``, which completion copies (copy_file_range). A part is replaced by
+writing the new bytes, then atomically renaming the new record over the old one, then
+unlinking the old data file. UploadPartCopy fills a part's data file with copy_file_range
+from the source's file.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -30,6 +34,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
+    body_declared_length,
 )
 from backends.blocking import run_blocking
 from backends.errors import (
@@ -41,7 +46,14 @@ from backends.errors import (
     NoSuchUpload,
     PreconditionFailed,
 )
-from backends.files import fsync_dir, read_small, remove_tree, temp_name, write_atomic
+from backends.files import (
+    fsync_dir,
+    pwrite_all,
+    read_small,
+    remove_tree,
+    temp_name,
+    write_atomic,
+)
 from backends.keys import check_bucket
 from backends.locks import NamedLocks
 from backends.metajson import meta_from_json, meta_to_json
@@ -52,7 +64,8 @@ from backends.multipart import (
     multipart_etag,
 )
 from backends.oserrors import os_errors
-from backends.posix import buckets
+from backends.posix import assembly, buckets
+from backends.posix.assembly import ASSEMBLY, PlacedPart, StoredPart
 from backends.posix.hidden import HiddenArea
 from backends.posix.layout import encode_key
 from backends.posix.objects import ObjectFiles
@@ -86,7 +99,7 @@ def _upload_from(data: Any, bucket: str, upload_id: str) -> UploadInfo | None:
         return None
 
 
-def _part_from(data: Any) -> tuple[PartInfo, str] | None:
+def _part_from(data: Any) -> StoredPart | None:
     try:
         if data.get("magic") != PART_MAGIC or data.get("v") != VERSION:
             return None
@@ -94,10 +107,16 @@ def _part_from(data: Any) -> tuple[PartInfo, str] | None:
         part = PartInfo(int(data["part_number"]), str(data["etag"]), int(data["size"]),
                         float(data["last_modified"]),
                         (str(checksum[0]), str(checksum[1])) if checksum else None)
-        name = str(data["data"])
-        return (part, name) if _PART_DATA.fullmatch(name) else None
+        name, at = str(data["data"]), int(data.get("at", 0))
+        if name == ASSEMBLY and at >= 0 or _PART_DATA.fullmatch(name) and not at:
+            return StoredPart(part, name, at)
+        return None
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         return None
+
+
+def _record_name(part_number: int) -> str:
+    return f"part-{part_number:05d}.json"
 
 
 def _copy_range(src_fd: int, dst_fd: int, start: int, length: int, md5: bool) -> str | None:
@@ -114,11 +133,9 @@ def _copy_range(src_fd: int, dst_fd: int, start: int, length: int, md5: bool) ->
                 offload = False
                 continue
         else:
-            data = memoryview(os.pread(src_fd, min(_COPY_CHUNK, length - done), start + done))
-            written = 0
-            while written < len(data):
-                written += os.pwrite(dst_fd, data[written:], done + written)
-            copied = written
+            data = os.pread(src_fd, min(_COPY_CHUNK, length - done), start + done)
+            pwrite_all(dst_fd, data, done)
+            copied = len(data)
         if copied == 0:
             raise OSError(errno.EIO, "source shorter than expected")
         done += copied
@@ -134,13 +151,14 @@ class UploadStore:
     """Multipart uploads of the posix backend."""
 
     def __init__(self, hidden: HiddenArea, objects: ObjectFiles, *, durable: bool,
-                 min_part_size: int) -> None:
+                 min_part_size: int, chunk_size: int) -> None:
         self._hidden = hidden
         self._objects = objects
         self._uploads = NamedLocks()  # per upload id: part commits, completion, abort
         self.bucket_locks = NamedLocks()  # per bucket: upload creation vs bucket deletion
         self._durable = durable
         self._min_part_size = min_part_size
+        self._chunk_size = chunk_size
 
     # -- blocking helpers ------------------------------------------------------------
 
@@ -161,8 +179,8 @@ class UploadStore:
             raise NoSuchUpload(upload_id)
         return upload
 
-    def _parts(self, bucket: str, upload_id: str) -> dict[int, tuple[PartInfo, str]]:
-        found: dict[int, tuple[PartInfo, str]] = {}
+    def _parts(self, bucket: str, upload_id: str) -> dict[int, StoredPart]:
+        found: dict[int, StoredPart] = {}
         directory = self._dir(bucket, upload_id)
         with os.scandir(directory) as entries:
             names = [e.name for e in entries if _PART_RECORD.fullmatch(e.name)]
@@ -172,7 +190,7 @@ class UploadStore:
             except (FileNotFoundError, ValueError):
                 continue
             if parsed is not None:
-                found[parsed[0].part_number] = parsed
+                found[parsed.info.part_number] = parsed
         return found
 
     def _create(self, bucket: str, key: str, meta: ObjectMeta) -> UploadInfo:
@@ -199,31 +217,44 @@ class UploadStore:
             fsync_dir(parent)
         return upload
 
+    def _claim(self, bucket: str, upload_id: str, part_number: int, size: int) -> int | None:
+        """Blocking: the offset a new part is written at in the assembly file, or None."""
+        directory = self._dir(bucket, upload_id)
+        if (directory / _record_name(part_number)).exists():
+            return None  # a replaced part keeps its bytes until the new record is in place
+        return assembly.claim(directory, part_number, size, self._min_part_size,
+                              durable=self._durable)
+
     def _store_part(self, bucket: str, upload_id: str, staged: StagedFile,
                     part: PartInfo) -> None:
         directory = self._dir(bucket, upload_id)
         if not (directory / "upload.json").exists():
             raise NoSuchUpload(upload_id)
-        record_name = f"part-{part.part_number:05d}.json"
+        record_name = _record_name(part.part_number)
         try:
             old = _part_from(json.loads(read_small(directory / record_name)))
         except (FileNotFoundError, ValueError):
             old = None
-        data_name = f"part-{part.part_number:05d}.{secrets.token_hex(10)}"
-        try:
-            os.rename(staged.path, directory / data_name)
-        except FileNotFoundError as exc:
-            raise NoSuchUpload(upload_id) from exc
+        if isinstance(staged, PlacedPart):
+            data_name, at = ASSEMBLY, staged.offset
+        else:
+            data_name, at = f"part-{part.part_number:05d}.{secrets.token_hex(10)}", 0
+            try:
+                os.rename(staged.path, directory / data_name)
+            except FileNotFoundError as exc:
+                raise NoSuchUpload(upload_id) from exc
         staged.release()
         record = {"magic": PART_MAGIC, "v": VERSION, "part_number": part.part_number,
                   "etag": part.etag, "size": part.size, "last_modified": part.last_modified,
                   "checksum": list(part.checksum) if part.checksum else None,
-                  "data": data_name}
+                  "data": data_name, "at": at}
         write_atomic(directory / record_name, _dumps(record), tmp_dir=self._hidden.tmp,
                      durable=self._durable)
-        if old is not None and old[1] != data_name:
+        if data_name == ASSEMBLY:
+            assembly.release(directory, part.part_number)
+        if old is not None and not old.placed and old.data != data_name:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(directory / old[1])
+                os.unlink(directory / old.data)
 
     def _drop(self, bucket: str, upload_id: str) -> None:
         """Make the upload disappear at once (rename), then delete its files."""
@@ -271,9 +302,15 @@ class UploadStore:
                               f"{MAX_PART_NUMBER}.")
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
+        size = body_declared_length(body)
         with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
             upload = await run_blocking(self._load, bucket, key, upload_id)
-        staged = self._objects.staged()
+            offset = None if size is None else await run_blocking(
+                self._claim, bucket, upload_id, part_number, size)
+        directory = self._dir(bucket, upload_id)
+        staged = self._objects.staged() if offset is None or size is None else PlacedPart(
+            directory / ASSEMBLY, offset, size, chunk_size=self._chunk_size,
+            durable=self._durable)
         try:
             with os_errors("UploadPart"):
                 await staged.open()
@@ -281,12 +318,14 @@ class UploadStore:
                 st = await staged.finish()
             if content_md5 is not None and staged.md5 != content_md5:
                 raise BadDigest()
-            part = PartInfo(part_number, staged.md5.hex(), st.st_size, st.st_mtime,
+            part = PartInfo(part_number, staged.md5.hex(), staged.size, st.st_mtime,
                             part_checksum(upload.meta, body))
             return await commit_shielded(staged, self._commit_part(bucket, upload_id,
                                                                    staged, part))
         finally:
             await staged.discard()
+            if offset is not None:  # (a committed part's slot is gone already)
+                await run_blocking(assembly.release, directory, part_number)
 
     async def _commit_part(self, bucket: str, upload_id: str, staged: StagedFile,
                            part: PartInfo) -> PartInfo:
@@ -342,7 +381,7 @@ class UploadStore:
         with os_errors("ListParts", missing=NoSuchUpload(upload_id)):
             await run_blocking(self._load, bucket, key, upload_id)
             parts = await run_blocking(self._parts, bucket, upload_id)
-        return [parts[n][0] for n in sorted(parts)]
+        return [parts[n].info for n in sorted(parts)]
 
     async def complete(self, bucket: str, key: str, upload_id: str,
                        requested: Sequence[CompletedPart], *, if_match: str | None,
@@ -353,21 +392,29 @@ class UploadStore:
             with os_errors("CompleteMultipartUpload", missing=NoSuchUpload(upload_id)):
                 upload = await run_blocking(self._load, bucket, key, upload_id)
                 stored = await run_blocking(self._parts, bucket, upload_id)
-            chosen = check_completion(requested, [p for p, _ in stored.values()],
+            chosen = check_completion(requested, [p.info for p in stored.values()],
                                       min_part_size=self._min_part_size)
+            parts = [stored[p.part_number] for p in chosen]
             directory = self._dir(bucket, upload_id)
-            sources = [(directory / stored[p.part_number][1], p.size) for p in chosen]
             staged = self._objects.staged()
+            in_place = assembly.in_place(parts, stored.values())
             try:
                 with os_errors("CompleteMultipartUpload", missing=NoSuchUpload(upload_id)):
-                    await staged.open()
-                    st = await staged.fill_from_files(sources)
+                    st = await staged.made_by(functools.partial(
+                        assembly.take, directory, parts, durable=self._durable,
+                        chunk_size=self._chunk_size)) if in_place else None
+                    if st is None:
+                        await staged.open()
+                        st = await staged.fill_from_files(
+                            [(directory / p.data, p.at, p.info.size) for p in parts])
                 return await commit_shielded(staged, self._finish(
                     bucket, upload_id, path, staged, st, multipart_etag(chosen),
                     completed_meta(upload.meta, chosen), if_match,
                     if_none_match))
             finally:
                 await staged.discard()
+                if in_place and not staged.committed:
+                    await run_blocking(assembly.unseal, directory)
 
     async def _finish(self, bucket: str, upload_id: str, path: Any, staged: StagedFile,
                       st: os.stat_result, etag: str, meta: ObjectMeta, if_match: str | None,

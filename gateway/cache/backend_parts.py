@@ -26,6 +26,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     body_checksum,
+    body_declared_length,
 )
 from backends.blocking import run_cache_blocking
 from backends.errors import (
@@ -40,7 +41,7 @@ from backends.multipart import multipart_etag
 from backends.streams import ClosingBody
 from gateway.cache.entry import BackendPart, Part, Segment, Upload
 from gateway.cache.index import Batch
-from gateway.cache.readers import read_slices, slices
+from gateway.cache.readers import backend_body
 from gateway.cache.services import KeyWrites
 from gateway.cache.store import BK, CacheStore
 
@@ -66,6 +67,10 @@ class ForwardedBody(DescribedBody):
     @property
     def checksum(self) -> tuple[str, str] | None:
         return body_checksum(self._origin)
+
+    @property
+    def declared_length(self) -> int | None:
+        return body_declared_length(self._origin)
 
     async def __anext__(self) -> bytes:
         chunk = await self._iter.__anext__()
@@ -377,12 +382,9 @@ class BackendParts:
         return sent
 
     def _reader(self, segment: Segment, checksum: tuple[str, str] | None) -> ClosingBody:
-        store = self._store
-        stats = store.stats
+        stats = self._store.stats
 
-        async def body() -> AsyncIterator[bytes]:
-            async for chunk in read_slices(store, slices((segment,), None),
-                                           store.settings.chunk_size):
-                stats.backend_client_bytes_total += len(chunk)
-                yield chunk
-        return ClosingBody(body(), checksum=checksum)
+        def count(n: int) -> None:
+            stats.backend_client_bytes_total += n
+        return backend_body(self._store, (segment,), count, checksum=checksum,
+                            md5=segment.md5)

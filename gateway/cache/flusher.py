@@ -14,19 +14,19 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta
 from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
-from backends.streams import ClosingBody, CountingBody
+from backends.streams import ClosingBody
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.index import Batch
 from gateway.cache.policy import WritebackPolicy
 from gateway.cache.quarantine import Quarantine, QuarantinedFlush
-from gateway.cache.readers import FilesBody, read_slices, slices
+from gateway.cache.readers import backend_body
 from gateway.cache.store import BK, CacheStore
 
 log = logging.getLogger(__name__)
@@ -237,25 +237,13 @@ class Flusher:
                 hasher: Callable[[bytes], None] | None = None, *,
                 checksum: tuple[str, str] | None = None,
                 md5: str | None = None) -> ClosingBody:
-        """The bytes of ``segments`` for the backend. Without ``hasher``, data files are
-        offered as file regions with their ``md5``: a posix backend copies them file to
-        file."""
+        """The bytes of ``segments`` for the backend (:func:`backend_body`), counted as
+        flushed."""
         stats = self._store.stats
-        pieces = slices(segments, None)
-        if hasher is None and all(seg.inline is None for seg in segments):
-            def count(n: int) -> None:
-                stats.flush_bytes_total += n
-            files = FilesBody(self._store, pieces, self._settings.chunk_size)
-            return ClosingBody(CountingBody(files, count), checksum=checksum,
-                               verified_md5=bytes.fromhex(md5) if md5 else None)
 
-        async def body() -> AsyncIterator[bytes]:
-            async for chunk in read_slices(self._store, pieces, self._settings.chunk_size):
-                if hasher is not None:
-                    hasher(chunk)
-                stats.flush_bytes_total += len(chunk)
-                yield chunk
-        return ClosingBody(body(), checksum=checksum)
+        def count(n: int) -> None:
+            stats.flush_bytes_total += n
+        return backend_body(self._store, segments, count, hasher, checksum=checksum, md5=md5)
 
     async def _upload(self, entry: Entry) -> None:
         store = self._store

@@ -5,12 +5,12 @@ memory (no thread, no pin), data files with as few worker-thread calls as possib
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from backends.base import ByteRange, ObjectStream
 from backends.blocking import run_cache_blocking
 from backends.regions import FileRegion
-from backends.streams import ClosingBody
+from backends.streams import ClosingBody, CountingBody
 from gateway.cache.entry import Entry, Segment
 from gateway.cache.store import CacheStore
 from gateway.cache.volumes import DataFileReader, read_range
@@ -148,6 +148,31 @@ class MemoryBody:
 
     async def aclose(self) -> None:
         self._chunks.clear()
+
+
+def backend_body(store: CacheStore, segments: Sequence[Segment], count: Callable[[int], None],
+                 hasher: Callable[[bytes], None] | None = None, *,
+                 checksum: tuple[str, str] | None = None,
+                 md5: str | None = None) -> ClosingBody:
+    """The bytes of ``segments`` for the backend, each chunk counted by ``count`` (and
+    hashed by ``hasher``), their length declared. Without ``hasher``, data files are offered
+    as file regions with their ``md5``: a posix backend copies them file to file."""
+    pieces = slices(segments, None)
+    chunk_size = store.settings.chunk_size
+    length = sum(seg.size for seg in segments)
+    if hasher is None and all(seg.inline is None for seg in segments):
+        files = FilesBody(store, pieces, chunk_size)
+        return ClosingBody(CountingBody(files, count), checksum=checksum,
+                           verified_md5=bytes.fromhex(md5) if md5 else None,
+                           declared_length=length)
+
+    async def body() -> AsyncIterator[bytes]:
+        async for chunk in read_slices(store, pieces, chunk_size):
+            if hasher is not None:
+                hasher(chunk)
+            count(len(chunk))
+            yield chunk
+    return ClosingBody(body(), checksum=checksum, declared_length=length)
 
 
 def open_pinned(store: CacheStore, segments: Sequence[Segment],
