@@ -49,6 +49,14 @@ class _FUSE(mfusepy.FUSE):
         fi.keep_cache = int(keep_cache)
         fi.direct_io = int(direct_io)
 
+    def write(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
+        # The bytes stay in libfuse's buffer: a view of them, valid during this call only
+        # (every write path copies what it keeps), instead of a bytes copy.
+        data = memoryview((ctypes.c_char * size).from_address(
+            ctypes.addressof(buf.contents))).cast("B") if size else memoryview(b"")
+        return int(self.operations.write(None if path is None else path.decode(
+            self.encoding, self.errors), data, offset, fip.contents.fh))
+
     def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
         data = self.operations.read(None if path is None else path.decode(
             self.encoding, self.errors), size, offset, fip.contents.fh)

@@ -42,6 +42,10 @@ from gateway.fuse_mount.upload import PartUploader
 
 log = logging.getLogger(__name__)
 
+#: The bytes of one write: a view of libfuse's buffer is valid only during the call, so
+#: whatever keeps them copies them.
+Written = bytes | memoryview
+
 WRITE_TIME_NS = 2_000_000_000
 
 
@@ -126,7 +130,7 @@ class OpenFile:
             self.state, self.size, self.dirty = State.STREAMING, 0, True
 
     # -- the calls of the FUSE operations ------------------------------------------------
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: Written) -> int:
         """Write ``data`` at ``offset`` (any offset: appends, holes, rewrites). Waits for
         room among the parts in flight after releasing the lock: the other writes of the
         file (the kernel sends several at once) are not held up behind it."""
@@ -136,7 +140,7 @@ class OpenFile:
             uploader.wait_for_room()
         return written
 
-    def _write(self, offset: int, data: bytes) -> int:
+    def _write(self, offset: int, data: Written) -> int:
         written = len(data)
         with self.lock, self._guard():
             if self.state is State.PRISTINE:
@@ -152,7 +156,7 @@ class OpenFile:
                 self.mtime_ns, self._mtime_set = time.time_ns(), False
             return written
 
-    def _store_bytes(self, offset: int, data: bytes) -> None:
+    def _store_bytes(self, offset: int, data: Written) -> None:
         if self.state is State.STREAMING and offset < self._flushed:
             log.info("%s: a write at %d, before the %d bytes already streamed, moves "
                      "the file to its staging file", self.key, offset, self._flushed)
@@ -163,6 +167,9 @@ class OpenFile:
             rel = offset - self._flushed
             if rel == len(self._buf):
                 self._buf += data
+            elif rel + len(data) <= len(self._buf):  # one copy (a slice assignment makes two)
+                with memoryview(self._buf) as view:
+                    view[rel:rel + len(data)] = data
             else:
                 self._buf[rel:rel + len(data)] = data
             if self._holes:
@@ -363,7 +370,7 @@ class OpenFile:
             count -= chunk
             self._drain()
 
-    def _patch(self, offset: int, data: bytes) -> bool:
+    def _patch(self, offset: int, data: Written) -> bool:
         """Write the part of ``data`` before ``flushed`` into kept streamed blocks and upload
         them again; False (nothing done) unless those blocks hold every such byte."""
         uploader = self._uploader

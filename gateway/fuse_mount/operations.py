@@ -25,7 +25,7 @@ from gateway.fuse_mount.kernel import set_read_ahead
 from gateway.fuse_mount.kernel_view import KernelView
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace, PathError, dir_prefix, key_of, path_of
-from gateway.fuse_mount.openfile import OpenFile
+from gateway.fuse_mount.openfile import OpenFile, Written
 from gateway.fuse_mount.opening import FileOpener
 from gateway.fuse_mount.reader import Chunk
 from gateway.fuse_mount.settings import MountSettings
@@ -314,7 +314,7 @@ class BucketOperations(mfusepy.Operations):
         return f.read(offset, size)
 
     @fuse_op
-    def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
+    def write(self, path: str | None, data: Written, offset: int, fh: int) -> int:
         handle = self._opener.handle(fh)
         if not handle.writable:
             raise PathError(errno.EBADF, path or str(fh))

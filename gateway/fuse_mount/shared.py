@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 
 from backends.errors import NoSuchKey
 from gateway.fuse_mount.errors import UploadFailed
-from gateway.fuse_mount.openfile import OpenFile, State, WriteConfig
+from gateway.fuse_mount.openfile import OpenFile, State, WriteConfig, Written
 from gateway.fuse_mount.shared_upload import (
     DEFAULT_LEASE,
     LeaseRenewer,
@@ -72,7 +72,7 @@ class SharedFile(OpenFile):
             self._shared.join()
             self._renewer.add(self._shared)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: Written) -> int:
         with self.lock, self._guard():
             self._join()
             assert self._staging is not None

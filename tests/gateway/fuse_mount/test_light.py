@@ -1,6 +1,6 @@
-"""The light PutObject, HeadObject and ranged GetObject path of the mount's store: what it
-stores and reads is what boto3 stores and reads, and every failure is decided as before
-(same typed errors, same errno)."""
+"""The light PutObject, UploadPart, HeadObject and ranged GetObject path of the mount's
+store: what it stores and reads is what boto3 stores and reads, and every failure is decided
+as before (same typed errors, same errno)."""
 
 from __future__ import annotations
 
@@ -111,6 +111,46 @@ def test_store_without_light_requests(squall: SquallProcess, s3, bucket: str) ->
                          light_requests=False)
     assert store.put("boto3.txt", b"x", {}) == s3.head_object(
         Bucket=bucket, Key="boto3.txt")["ETag"]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_light_upload_part_makes_the_part_boto3_makes(squall: SquallProcess, s3, bucket: str,
+                                                      key: str) -> None:
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    upload_id = store.create_upload(key, {})
+    blocks = [bytearray(os.urandom(5 * 1024 * 1024)), bytearray(b"tail")]
+    parts = [light(squall.endpoint, bucket).upload_part(key, upload_id, n, data, _crc32c(data))
+             for n, data in enumerate(blocks, start=1)]
+    listed = store.list_parts(key, upload_id)
+    assert [(p.number, p.etag, p.crc32c) for p in listed] == [
+        (n, etag, _crc32c(data))
+        for n, (etag, data) in enumerate(zip(parts, blocks, strict=True), start=1)]
+    store.complete_upload(key, upload_id, listed)
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(blocks)
+
+
+def test_light_upload_part_declines_and_the_store_sends_it_through_boto3(
+        squall: SquallProcess, s3, bucket: str) -> None:
+    """A bad checksum or an unknown upload: None from the light path, and the store's
+    errors are boto3's; a closed port (the fault injected: a dropped connection cannot be
+    produced on demand against the real gateway) makes the store send the part via boto3."""
+    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+                         max_attempts=1)
+    upload_id = store.create_upload("k", {})
+    put = light(squall.endpoint, bucket)
+    assert put.upload_part("k", upload_id, 1, b"data", _crc32c(b"other")) is None
+    assert put.upload_part("k", "no-such-upload-id-000", 1, b"data", _crc32c(b"data")) is None
+    assert store.list_parts("k", upload_id) == []
+    with pytest.raises(se.NoSuchUpload) as caught:
+        store.upload_part("k", "no-such-upload-id-000", 1, b"data")
+    assert errno_for(caught.value) == errno.EIO  # the file's upload is gone: its data lost
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    store._light = light(dead, bucket)  # the fault injected
+    part = store.upload_part("k", upload_id, 1, b"data")
+    store.complete_upload("k", upload_id, [part])
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"data"
 
 
 # Ranged GETs: the mount's block fetches (get_into) and other reads (get_range).
