@@ -4,7 +4,8 @@ completed by the last writer to close (``shared_upload.py``). docs/fuse-mount.md
 checkpoints", has the design.
 
 * Part ``i`` holds bytes ``[i x P, (i + 1) x P)``. A mount that wrote a part whole uploads it
-  as part ``i + 1``; a part it wrote only some bytes of goes up as fragment objects
+  as part ``i + 1``, in the background as soon as it is whole; a part it wrote only some
+  bytes of goes up at ``fsync`` or close as fragment objects
   ``.squall-shared/<key>.parts/<upload>/<i>-<start>-<end>``.
 * The writer whose close leaves no live writer open completes: it builds the missing parts
   from the fragments (zeros where nobody wrote), completes the upload, and deletes the
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from fnmatch import fnmatchcase
 
 from backends.errors import NoSuchKey
@@ -44,7 +45,9 @@ def being_written(store: BucketClient, key: str) -> bool:
 class SharedFile(OpenFile):
     """An open file of the mount written together with other mounts: its bytes are those
     written here (zeros elsewhere, until the others' parts join them at completion), kept in
-    a staging file; ``commit`` uploads them, and the final one leaves the upload."""
+    a staging file. A part written whole goes up at once in the background (at most one
+    upload of a part at a time: a part written again meanwhile waits for ``commit``);
+    ``commit`` waits for those, uploads the rest, and the final one leaves the upload."""
 
     def __init__(self, store: BucketClient, key: str, *, config: WriteConfig, pool: Executor,
                  writer: str, renewer: LeaseRenewer, lease: float = DEFAULT_LEASE,
@@ -56,6 +59,7 @@ class SharedFile(OpenFile):
         self._renewer = renewer
         self._ranges = Ranges()
         self._touched: set[int] = set()
+        self._sending: dict[int, Future[None]] = {}  # part index -> its upload
         self._staging = self._new_staging()
         self.state = State.STAGED
         self.dirty = False
@@ -81,9 +85,35 @@ class SharedFile(OpenFile):
             self.size = max(self.size, end)
             self._ranges.add(offset, end)
             part = self._shared.part_size
-            self._touched.update(range(offset // part, (end - 1) // part + 1))
+            touched = range(offset // part, (end - 1) // part + 1)
+            self._touched.update(touched)
             self.dirty = True
+            for i in touched:
+                self._send_if_whole(i)
             return len(data)
+
+    def _send_if_whole(self, index: int) -> None:
+        """Upload part ``index`` in the background if it is written whole here and no
+        upload of it runs."""
+        size = self._shared.part_size
+        lo, hi = index * size, (index + 1) * size
+        running = self._sending.get(index)
+        if (running is not None and not running.done()) or self._ranges.within(lo, hi) != [
+                (lo, hi)]:
+            return
+        if running is not None:
+            running.result()  # a failed upload fails the file (_guard)
+        assert self._staging is not None
+        self._touched.discard(index)
+        self._sending[index] = self._pool.submit(self._shared.send_part, self._staging, index)
+
+    def _settle_sending(self, *, check: bool) -> None:
+        """Wait for the background uploads; with ``check``, raise the first error."""
+        sending, self._sending = list(self._sending.values()), {}
+        wait(sending)
+        if check:
+            for future in sending:
+                future.result()
 
     def truncate(self, length: int) -> None:
         with self.lock:
@@ -98,6 +128,7 @@ class SharedFile(OpenFile):
                 return
             if self.dirty:
                 self._join()
+            self._settle_sending(check=True)
             if self._touched:
                 assert self._staging is not None
                 self._shared.send(self._staging, self._ranges, self._touched)
@@ -115,6 +146,7 @@ class SharedFile(OpenFile):
                     self.commit(final=True)
             finally:
                 self._renewer.remove(self._shared)
+                self._settle_sending(check=False)  # none may read the staging file closed
                 self._close_staging()
                 self.released = True
 

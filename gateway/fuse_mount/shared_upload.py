@@ -156,12 +156,18 @@ class SharedUpload:
             lo, hi = i * size, (i + 1) * size
             pieces = ranges.within(lo, hi)
             if pieces == [(lo, hi)]:
-                self._store.upload_part(self.key, self.upload_id, i + 1,
-                                        os.pread(fd, size, lo))
+                self.send_part(fd, i)
                 continue
             for start, end in pieces:
                 name = f"{fragment_prefix(self.key, self.upload_id)}{i:06d}-{start}-{end}"
                 self._store.put(name, os.pread(fd, end - start, start), {})
+
+    def send_part(self, fd: int, index: int) -> None:
+        """Upload part ``index``, which this mount wrote whole (read from ``fd``)."""
+        self._check()
+        size = self.part_size
+        self._store.upload_part(self.key, self.upload_id, index + 1,
+                                os.pread(fd, size, index * size))
 
     def leave(self, end: int) -> bool:
         """This mount closed the file (it wrote up to ``end``); completes the upload when

@@ -4,6 +4,7 @@ ranges of one file; the last writer to close completes one object holding all of
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.fuse_mount.shared_upload import sidecar_key
 from tests.gateway.fuse_mount.conftest import MountProcess
 from tests.gateway.fuse_mount.mpi_n1_checkpoint import expected_bytes, layout, range_bytes
 from tests.gateway.fuse_mount.test_workloads import mpirun_argv, run
@@ -57,6 +59,30 @@ def test_two_mounts_write_disjoint_ranges_of_one_file(
     assert s3.list_multipart_uploads(Bucket=a.bucket, Prefix=name).get("Uploads", []) == []
     leftovers = s3.list_objects_v2(Bucket=a.bucket, Prefix=".squall-shared/")
     assert not [o["Key"] for o in leftovers.get("Contents", []) if name in o["Key"]]
+
+
+def test_a_part_written_whole_goes_up_before_the_close_and_a_rewrite_of_it_wins(
+        two_mounts: tuple[MountProcess, MountProcess], s3) -> None:
+    a, _ = two_mounts
+    name = f"shared/whole-{uuid.uuid4().hex[:8]}.bin"
+    (a.path / "shared").mkdir(exist_ok=True)
+    data = bytearray(os.urandom(6 * MiB))
+    fd = os.open(a.path / name, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, data, 0)  # part 1 (5 MiB) whole, part 2 begun
+        sidecar = json.loads(s3.get_object(Bucket=a.bucket,
+                                           Key=sidecar_key(name))["Body"].read())
+        deadline = time.monotonic() + 30
+        while not (parts := s3.list_parts(Bucket=a.bucket, Key=name,
+                                          UploadId=sidecar["upload_id"]).get("Parts")):
+            assert time.monotonic() < deadline, "part 1 was not uploaded before fsync"
+            time.sleep(0.05)
+        assert [p["PartNumber"] for p in parts] == [1]
+        data[MiB:MiB + 4] = b"late"  # a write into the part already sent
+        os.pwrite(fd, b"late", MiB)
+    finally:
+        os.close(fd)
+    assert s3.get_object(Bucket=a.bucket, Key=name)["Body"].read() == data
 
 
 @pytest.mark.timeout(240)
