@@ -7,6 +7,7 @@ import errno
 import os
 import secrets
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -49,6 +50,24 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> No
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
+
+
+#: pieces written by one pwritev at most (within every system's IOV_MAX)
+_IOV_MAX = 512
+
+
+def pwritev_all(fd: int, pieces: Sequence[bytes | bytearray | memoryview], offset: int) -> None:
+    """Write ``pieces`` one after the other at ``offset`` of ``fd`` (one system call per
+    ``_IOV_MAX`` pieces, no joined copy)."""
+    for first in range(0, len(pieces), _IOV_MAX):
+        batch = pieces[first:first + _IOV_MAX]
+        written = os.pwritev(fd, batch, offset)
+        for piece in batch:  # rare: a short write (a signal, a full disk); the rest as is
+            size = len(piece)
+            if written < size:
+                pwrite_all(fd, memoryview(piece)[max(written, 0):], offset + max(written, 0))
+            offset += size
+            written -= size
 
 
 def write_atomic(path: Path, data: bytes, *, tmp_dir: Path, durable: bool) -> None:

@@ -78,9 +78,9 @@ class PlacedPart(StagedFile):
     def _open(self) -> None:
         self.fd = os.open(self.path, _O_RDWR | os.O_CREAT, FILE_MODE)
 
-    def _write(self, data: bytes | bytearray) -> None:
-        self._check_room(len(data))
-        super()._write(data)
+    def _write(self, pieces: list[bytes]) -> None:
+        self._check_room(sum(len(piece) for piece in pieces))
+        super()._write(pieces)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
         self._check_room(sum(region.count for region in regions))

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from backends.base import body_verified_md5
 from backends.blocking import run_blocking
-from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, pwrite_all, temp_name
+from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, pwritev_all, temp_name
 from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
@@ -48,7 +48,8 @@ class StagedFile:
         self._durable = durable
         self._md5 = hashlib.md5()
         self._known_md5: bytes | None = None
-        self._buffer = bytearray()
+        self._buffer: list[bytes] = []  # chunks not written yet, ``_buffered`` bytes
+        self._buffered = 0
         self._inflight: asyncio.Future[Any] | None = None
         self._discarding: asyncio.Future[None] | None = None
         self._adopted: list[int] = []
@@ -75,7 +76,7 @@ class StagedFile:
         self.fd = os.open(self.path, O_CREATE, FILE_MODE)
 
     async def consume(self, body: AsyncIterator[bytes]) -> None:
-        """Write the whole body, coalescing small chunks into ``chunk_size`` writes. A
+        """Write the whole body, gathering chunks into writes of ``chunk_size``. A
         body whose MD5 is known (a cache flush) and whose bytes lie in files is copied
         file to file by the kernel, without reading it through Python."""
         md5 = body_verified_md5(body)
@@ -88,24 +89,29 @@ class StagedFile:
         async for chunk in body:
             if not chunk:
                 continue
-            if not self._buffer and len(chunk) >= self._chunk_size:
-                await self._submit(chunk)
-                continue
-            self._buffer += chunk
-            if len(self._buffer) >= self._chunk_size:
-                buffer, self._buffer = self._buffer, bytearray()
-                await self._submit(buffer)
+            if type(chunk) is not bytes:  # held until written: no buffer its producer reuses
+                chunk = bytes(chunk)
+            self._buffer.append(chunk)
+            self._buffered += len(chunk)
+            if self._buffered >= self._chunk_size:
+                await self._submit(self._take_buffer())
 
-    async def _submit(self, data: bytes | bytearray) -> None:
+    def _take_buffer(self) -> list[bytes]:
+        buffer, self._buffer, self._buffered = self._buffer, [], 0
+        return buffer
+
+    async def _submit(self, pieces: list[bytes]) -> None:
         # Wait for the previous write only; this one runs while the next chunk is read.
         if self._inflight is not None:
             await asyncio.shield(self._inflight)
-        self._inflight = asyncio.ensure_future(run_blocking(self._write, data))
+        self._inflight = asyncio.ensure_future(run_blocking(self._write, pieces))
 
-    def _write(self, data: bytes | bytearray) -> None:
-        self._md5.update(data)
-        pwrite_all(self.fd, data, self.offset + self.size)
-        self.size += len(data)
+    def _write(self, pieces: list[bytes]) -> None:
+        """Hash and write ``pieces`` (one pwritev: chunks are not joined into a buffer)."""
+        for piece in pieces:
+            self._md5.update(piece)
+        pwritev_all(self.fd, pieces, self.offset + self.size)
+        self.size += sum(len(piece) for piece in pieces)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
         for region in regions:
@@ -115,10 +121,9 @@ class StagedFile:
 
     async def finish(self) -> os.stat_result:
         """Write what is buffered, fsync (if durable); the file's stat."""
-        buffer, self._buffer = self._buffer, bytearray()
-        return await self._run(self._finish, buffer)
+        return await self._run(self._finish, self._take_buffer())
 
-    def _finish(self, buffer: bytearray) -> os.stat_result:
+    def _finish(self, buffer: list[bytes]) -> os.stat_result:
         if buffer:
             self._write(buffer)
         if self._durable:
@@ -152,7 +157,7 @@ class StagedFile:
             finally:
                 os.close(src)
             self.size += size
-        return self._finish(bytearray())
+        return self._finish([])
 
     async def fill_from_fd(self, src_fd: int, size: int) -> os.stat_result:
         """Copy ``size`` bytes of an open file into this one."""
@@ -161,7 +166,7 @@ class StagedFile:
     def _fill_from_fd(self, src_fd: int, size: int) -> os.stat_result:
         copy_data(src_fd, self.fd, size, dst_offset=0, chunk_size=self._chunk_size)
         self.size = size
-        return self._finish(bytearray())
+        return self._finish([])
 
     def release(self) -> None:
         """Blocking, right after the rename that committed the file: close what is open."""
@@ -183,7 +188,7 @@ class StagedFile:
         await settled(self.commit_task)
         fd, self.fd = self.fd, -1
         adopted, self._adopted = self._adopted, []
-        self._buffer = bytearray()
+        self._take_buffer()
         await run_blocking(self._close, [fd, *adopted], not self.committed)
 
     def _close(self, fds: list[int], unlink: bool) -> None:

@@ -68,7 +68,7 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
         async for chunk in counted():
             if not state["broken"] and writer is not None:
                 try:
-                    await run_cache_blocking(writer.write, chunk)
+                    await run_cache_blocking(writer.write, (chunk,))
                 except StorageError:
                     log.warning("read-through copy of %s/%s failed", *bk, exc_info=True)
                     state["broken"] = True

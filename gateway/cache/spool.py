@@ -112,19 +112,28 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
             store.stats.slowdowns_total += 1
         raise
     out = Spooled(vol, claim)
-    buffer = bytearray()
+    # Chunks received and not written yet (``buffered`` bytes): written as they came, by
+    # one pwritev, never joined into a buffer.
+    buffer: list[bytes] = []
+    buffered = 0
     # One write in flight while the next chunk is received (write-behind, bounded).
     pending: asyncio.Future[None] | None = None
 
     scheduled = 0  # bytes handed to writes, in flight or done (writer.size lags)
 
-    async def write(data: bytes) -> None:
+    def take() -> list[bytes]:
+        nonlocal buffer, buffered
+        data, buffer, buffered = buffer, [], 0
+        return data
+
+    async def write(data: list[bytes]) -> None:
         nonlocal pending, scheduled
         if pending is not None:
             await pending
+        size = sum(len(piece) for piece in data)
         if vol.limiter is not None:  # the volume's bandwidth cap (elastic volumes)
-            await vol.limiter.acquire(len(data))
-        scheduled += len(data)
+            await vol.limiter.acquire(size)
+        scheduled += size
         if out.writer is None:  # the file starts with its first data (one thread hop)
             await _create(out, functools.partial(DataFileWriter, vol, sync=store.sync,
                                                  data=data))
@@ -145,7 +154,7 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
             out.consumed += len(chunk)
             if on_bytes is not None:
                 on_bytes(len(chunk))
-            overflow = allow_overflow and charge(scheduled + len(buffer) + len(chunk)) \
+            overflow = allow_overflow and charge(scheduled + buffered + len(chunk)) \
                 > vol.capacity
             if not overflow:
                 try:
@@ -158,29 +167,30 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                     overflow = True
             if overflow:
                 if buffer:
-                    await write(bytes(buffer))
+                    await write(take())
                 await drained()
                 out.overflow = True
                 out.rest = _prepend(chunk, iterator)
                 return out
-            buffer += chunk
+            if type(chunk) is not bytes:  # held until written: no buffer its producer reuses
+                chunk = bytes(chunk)
+            buffer.append(chunk)
+            buffered += len(chunk)
             # While the body may still be inline, nothing is written.
-            if len(buffer) >= chunk_size and (out.writer is not None
-                                              or len(buffer) > inline_max):
-                data, buffer = bytes(buffer), bytearray()
-                await write(data)
-        if out.writer is None and len(buffer) <= inline_max and inline_room(
-                store.index.inline, len(buffer), space.capacity):
-            await _keep_inline(store, out, bytes(buffer), content_md5)
+            if buffered >= chunk_size and (out.writer is not None or buffered > inline_max):
+                await write(take())
+        if out.writer is None and buffered <= inline_max and inline_room(
+                store.index.inline, buffered, space.capacity):
+            await _keep_inline(store, out, b"".join(take()), content_md5)
             return out
         if vol.limiter is not None and buffer:
-            await vol.limiter.acquire(len(buffer))
+            await vol.limiter.acquire(buffered)
         await drained()
         if out.writer is None:  # a small body: create, write, check, commit in one hop
-            await _create(out, functools.partial(DataFileWriter.whole, vol, bytes(buffer),
+            await _create(out, functools.partial(DataFileWriter.whole, vol, b"".join(take()),
                                                  sync=store.sync, content_md5=content_md5))
         else:
-            await run_cache_blocking(out.writer.finish, bytes(buffer), content_md5=content_md5)
+            await run_cache_blocking(out.writer.finish, take(), content_md5=content_md5)
     except BaseException as exc:
         if pending is not None:
             await asyncio.wait([pending])  # the file is not closed under a running write
@@ -231,7 +241,6 @@ async def overflow_body(store: CacheStore, spooled: Spooled) -> AsyncIterator[by
     chunk_size = store.settings.chunk_size
     if spooled.writer is not None:
         path = spooled.writer.tmp_path
-        await run_cache_blocking(spooled.writer.flush)
         f = await run_cache_blocking(open, path, "rb")
         try:
             await run_cache_blocking(f.seek, charge(0))

@@ -17,12 +17,13 @@ import json
 import os
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from backends.blocking import run_cache_blocking
 from backends.errors import BadDigest, ServiceUnavailable, SlowDown
+from backends.files import FILE_MODE, O_CREATE, pwrite_all, pwritev_all
 from backends.regions import FileRegion
 
 MAGIC = b"SQCACHE\0"
@@ -111,10 +112,10 @@ def fsync_dir(path: Path) -> None:
 
 
 class DataFileWriter:
-    """Writes one data file: header, payload chunks (hashed with MD5), then commit.
-    ``data`` is the first payload chunk (saves a call)."""
+    """Writes one data file: header, payload pieces (hashed with MD5, each batch written by
+    one pwritev, never joined), then commit. ``data``: the first pieces (saves a call)."""
 
-    def __init__(self, volume: Volume, *, sync: bool, data: bytes = b"") -> None:
+    def __init__(self, volume: Volume, *, sync: bool, data: Sequence[bytes] = ()) -> None:
         self.volume = volume
         self.name = uuid.uuid4().hex
         self.size = 0
@@ -123,8 +124,12 @@ class DataFileWriter:
         self._md5 = hashlib.md5()
         self._tmp = volume.tmp_dir / f"{self.name}.tmp"
         with volume_errors("creating a cache file"):
-            self._file = open(self._tmp, "wb")  # noqa: SIM115 - open across calls
-            self._file.write(_HEADER.pack(MAGIC, FILE_VERSION, 0, 0))
+            self._fd = os.open(self._tmp, O_CREATE, FILE_MODE)
+            try:
+                pwrite_all(self._fd, _HEADER.pack(MAGIC, FILE_VERSION, 0, 0), 0)
+            except BaseException:
+                self.abort()
+                raise
         if data:
             try:
                 self.write(data)
@@ -138,17 +143,18 @@ class DataFileWriter:
         """A committed file holding ``data`` (checked against ``content_md5``): one call."""
         writer = cls(volume, sync=sync)
         try:
-            writer.finish(data, content_md5=content_md5)
+            writer.finish((data,) if data else (), content_md5=content_md5)
         except BaseException:
             writer.abort()
             raise
         return writer
 
-    def write(self, chunk: bytes) -> None:
+    def write(self, pieces: Sequence[bytes]) -> None:
+        for piece in pieces:
+            self._md5.update(piece)
         with volume_errors("writing a cache file"):
-            self._file.write(chunk)
-        self._md5.update(chunk)
-        self.size += len(chunk)
+            pwritev_all(self._fd, pieces, HEADER_SIZE + self.size)
+        self.size += sum(len(piece) for piece in pieces)
 
     def md5(self) -> str:
         return self._md5.hexdigest()
@@ -157,12 +163,8 @@ class DataFileWriter:
     def tmp_path(self) -> Path:
         return self._tmp
 
-    def flush(self) -> None:
-        with volume_errors("writing a cache file"):
-            self._file.flush()
-
-    def finish(self, data: bytes = b"", *, content_md5: bytes | None = None) -> None:
-        """Write the last ``data``, check the MD5 (BadDigest), then :meth:`commit`."""
+    def finish(self, data: Sequence[bytes] = (), *, content_md5: bytes | None = None) -> None:
+        """Write the last pieces ``data``, check the MD5 (BadDigest), then :meth:`commit`."""
         if data:
             self.write(data)
         if content_md5 is not None and not hmac.compare_digest(self._md5.digest(),
@@ -173,10 +175,9 @@ class DataFileWriter:
     def commit(self) -> None:
         """Make the file durable (per ``sync``) under its final name."""
         with volume_errors("committing a cache file"):
-            self._file.flush()
             if self._sync:
-                os.fsync(self._file.fileno())
-            self._file.close()
+                os.fsync(self._fd)
+            self._close()
             final = self.volume.file_path(self.name)
             final.parent.mkdir(exist_ok=True)
             os.replace(self._tmp, final)
@@ -187,9 +188,14 @@ class DataFileWriter:
     def abort(self) -> None:
         """Remove the file (also after :meth:`commit`, if no record took it)."""
         with contextlib.suppress(OSError):
-            self._file.close()
+            self._close()
         with contextlib.suppress(OSError):
             os.unlink(self.volume.file_path(self.name) if self._committed else self._tmp)
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 class DataFileReader:
