@@ -97,10 +97,11 @@ def _slot(directory: Path, part_number: int) -> Path:
 
 def _stride(directory: Path, size: int, min_stride: int, *, durable: bool) -> int | None:
     """The upload's stride, made ``size`` if it has none yet and ``size`` is at least
-    ``min_stride`` (durable before it is used); None when it has none."""
+    ``min_stride`` (durable before it is used); None when it has none (or an unreadable
+    one: a crash of an unsynced upload)."""
     path = directory / STRIDE
     with contextlib.suppress(FileNotFoundError):
-        return int(read_small(path))
+        return _read_stride(path)
     if size < min_stride:
         return None
     tmp = directory / temp_name("stride")
@@ -114,12 +115,20 @@ def _stride(directory: Path, size: int, min_stride: int, *, durable: bool) -> in
     try:
         os.link(tmp, path)
     except FileExistsError:
-        return int(read_small(path))
+        return _read_stride(path)
     finally:
         os.unlink(tmp)
     if durable:
         fsync_dir(directory)
     return size
+
+
+def _read_stride(path: Path) -> int | None:
+    try:
+        stride = int(read_small(path))
+    except ValueError:
+        return None
+    return stride if stride > 0 else None
 
 
 def claim(directory: Path, part_number: int, size: int, min_stride: int, *,

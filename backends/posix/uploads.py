@@ -312,7 +312,7 @@ class UploadStore:
             directory / ASSEMBLY, offset, size, chunk_size=self._chunk_size,
             durable=self._durable)
         try:
-            with os_errors("UploadPart"):
+            with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):  # (an abort)
                 await staged.open()
                 await staged.consume(body)
                 st = await staged.finish()

@@ -214,3 +214,27 @@ async def test_an_aborted_upload_leaves_nothing(posix: PosixBackend) -> None:
     await posix.abort_multipart_upload("bkt", "obj", upload_id)
     assert not upload_dir(posix, upload_id).exists()
     assert not any(posix._hidden.tmp.iterdir())
+
+
+async def test_an_unreadable_stride_places_no_part(posix: PosixBackend) -> None:
+    # What a crash of an upload without fsync can leave: the stride's name, not its bytes.
+    upload_id = await new_upload(posix)
+    (upload_dir(posix, upload_id) / STRIDE).write_bytes(b"")
+    parts = [await send(posix, upload_id, n, data_of(n)) for n in (1, 2)]
+    assert len(part_files(posix, upload_id)) == 2
+    await complete(posix, upload_id, parts)
+    assert await get(posix, "obj") == data_of(1) + data_of(2)
+
+
+async def test_a_part_whose_upload_is_aborted_meanwhile_is_no_such_upload(
+        posix: PosixBackend) -> None:
+    upload_id = await new_upload(posix)
+    await send(posix, upload_id, 1, data_of(1))
+    held = asyncio.Event()
+    body = Declared(data_of(2), held=held)
+    late = asyncio.ensure_future(posix.upload_part("bkt", "obj", upload_id, 2, body))
+    await body.started.wait()
+    await posix.abort_multipart_upload("bkt", "obj", upload_id)
+    held.set()
+    with pytest.raises(NoSuchUpload):
+        await late
