@@ -31,7 +31,10 @@ DIGEST_SIZES: dict[str, int] = {
 
 
 class Hasher(Protocol):
-    """An incremental checksum over a byte stream."""
+    """An incremental checksum over a byte stream; ``cheap``: a few GB/s, not worth a
+    worker thread (a thread hop costs more than a CRC of a network read)."""
+
+    cheap: bool
 
     def update(self, data: bytes) -> None: ...
 
@@ -44,6 +47,7 @@ class _Crc:
     """A CRC kept as an int; ``fn(data, previous) -> int`` continues it."""
 
     __slots__ = ("_fn", "_size", "_value")
+    cheap = True
 
     def __init__(self, fn: Callable[[bytes, int], int], size: int) -> None:
         self._fn = fn
@@ -64,6 +68,7 @@ class _Hash:
     """A hashlib hash behind the :class:`Hasher` protocol."""
 
     __slots__ = ("_h",)
+    cheap = False
 
     def __init__(self, name: str) -> None:
         self._h = hashlib.new(name)

@@ -87,8 +87,11 @@ class RequestBody(DescribedBody):
             self._count = count
             if self._expected_length is not None and count > self._expected_length:
                 raise IncompleteBody("The request body is longer than its Content-Length.")
-            if self._sha is not None or self._hasher is not None:
-                if len(chunk) >= HASH_OFFLOAD_BYTES:
+            hasher = self._hasher
+            if self._sha is not None or hasher is not None:
+                # SHA-256 and SHA-1 in a worker thread; a CRC costs less than the hop
+                slow = self._sha is not None or (hasher is not None and not hasher.cheap)
+                if slow and len(chunk) >= HASH_OFFLOAD_BYTES:
                     await run_blocking(self._update, chunk)
                 else:
                     self._update(chunk)
