@@ -31,6 +31,7 @@ object's bytes are never touched again (``sealed`` stays too).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,10 @@ SLOT_PREFIX = "slot-"
 #: placed parts end below this offset: S3's largest object, within every file system's limit
 MAX_PLACED_END = 5 * 1024 ** 4
 _O_RDWR = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+#: link(2) refusals of a file system without hard links (some network and FAT-like ones):
+#: no part is placed there, and completion copies
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS,
+             errno.EXDEV}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,10 @@ def _stride(directory: Path, size: int, min_stride: int, *, durable: bool) -> in
         os.link(tmp, path)
     except FileExistsError:
         return _read_stride(path)
+    except OSError as exc:
+        if exc.errno in _NO_LINKS:
+            return None
+        raise
     finally:
         os.unlink(tmp)
     if durable:
@@ -200,8 +209,9 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
     """Blocking, under the upload's lock: make the assembly file the object of ``chosen``
     (:func:`in_place` holds) under the new name ``link``; the parts of their own files are
     copied in. Returns the file's open descriptor, or None (nothing made) when it cannot be
-    taken: a placed write is running, or the file is already an object's. Once it returned
-    a descriptor, the caller calls :func:`unseal` unless the object is committed."""
+    taken: a placed write is running, the file is already an object's, or the file system
+    has no hard links. Once it returned a descriptor, the caller calls :func:`unseal`
+    unless the object is committed."""
     fd = os.open(directory / ASSEMBLY, _O_RDWR)
     try:
         if os.fstat(fd).st_nlink != 1:
@@ -209,7 +219,14 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
             return None
         os.close(os.open(directory / SEALED, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
                          FILE_MODE))
-        os.link(directory / ASSEMBLY, link)
+        try:
+            os.link(directory / ASSEMBLY, link)
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            os.close(fd)
+            unseal(directory)
+            return None
     except BaseException:
         os.close(fd)
         unseal(directory)

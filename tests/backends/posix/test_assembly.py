@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from pathlib import Path
 
@@ -238,3 +239,21 @@ async def test_a_part_whose_upload_is_aborted_meanwhile_is_no_such_upload(
     held.set()
     with pytest.raises(NoSuchUpload):
         await late
+
+
+@pytest.mark.parametrize("refused_from", ["the first part", "the completion"])
+async def test_a_file_system_without_hard_links_copies_as_before(
+        posix: PosixBackend, monkeypatch: pytest.MonkeyPatch, refused_from: str) -> None:
+    # Fault injected: link(2) refused with EPERM, as on file systems without hard links
+    # (some network and FAT-like ones), which this machine's tmp directory is not.
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    upload_id = await new_upload(posix)
+    if refused_from == "the first part":
+        monkeypatch.setattr(os, "link", refuse)
+    parts = [await send(posix, upload_id, n, data_of(n)) for n in (1, 2)]
+    monkeypatch.setattr(os, "link", refuse)
+    await complete(posix, upload_id, parts)
+    assert await get(posix, "obj") == data_of(1) + data_of(2)
+    assert not upload_dir(posix, upload_id).exists()
