@@ -3,15 +3,14 @@
 A client uploads all parts of an object but the last at one size (its part size). Part N
 of S bytes is therefore written at ``(N - 1) * stride`` of the upload's ``assembly`` file,
 the stride being the size of the upload's first placed part (one of at least the minimum
-part size: a smaller one can only be the last); at completion, when every
-chosen part lies where the object needs it, the assembly file itself is renamed into place
+part size: a smaller one can only be the last); at completion, when every chosen part lies
+where the object needs it, the assembly file itself is renamed into place
 (through a hard link, so a completion that fails leaves the upload as it was): no byte is
 copied. A part that does not fit (larger than the stride, beyond ``MAX_PLACED_END``, of a
 number that already has a record or a write in flight, of a length the request did not
 declare, arriving while a completion runs or once the file is an object's) is a data file
-of its own; a completion copies
-such parts into the assembly file, or, when placed parts are not where the object needs
-them, concatenates all parts into a new file as before.
+of its own; a completion copies such parts into the assembly file, or, when placed parts
+are not where the object needs them, concatenates all parts into a new file as before.
 
 Files in the upload's directory besides the records:
 
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import PartInfo
+from backends.errors import IncompleteBody
 from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, fsync_dir, read_small, temp_name
 from backends.posix.staging import StagedFile
 from backends.regions import FileRegion
@@ -93,7 +93,7 @@ class PlacedPart(StagedFile):
 
     def _check_room(self, count: int) -> None:
         if self.size + count > self._length:
-            raise ValueError("a part's body is longer than its request declared")
+            raise IncompleteBody("a part's body is longer than its request declared")
 
 
 def _slot(directory: Path, part_number: int) -> Path:
@@ -224,14 +224,8 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
         except OSError as exc:
             if exc.errno not in _NO_LINKS:
                 raise
-            os.close(fd)
-            unseal(directory)
+            _give_back(directory, fd, link)
             return None
-    except BaseException:
-        os.close(fd)
-        unseal(directory)
-        raise
-    try:
         if _writes_running(directory):
             _give_back(directory, fd, link)
             return None
@@ -256,6 +250,7 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
 
 
 def _give_back(directory: Path, fd: int, link: Path) -> None:
+    """Close ``fd``, remove ``link`` if it was made, and let parts be placed again."""
     os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(link)

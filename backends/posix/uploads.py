@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import hashlib
 import json
@@ -47,8 +46,8 @@ from backends.errors import (
     PreconditionFailed,
 )
 from backends.files import (
+    copy_data,
     fsync_dir,
-    pwrite_all,
     read_small,
     remove_tree,
     temp_name,
@@ -79,9 +78,7 @@ _UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _PART_RECORD = re.compile(r"part-(\d{5})\.json")
 _PART_DATA = re.compile(r"part-\d{5}\.[0-9a-f]{20}")
 _COPY_CHUNK = 1 << 20
-# copy_file_range refusals after which the part copy reads and writes (as files.copy_data)
-_NO_OFFLOAD = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF,
-               errno.ETXTBSY, errno.EPERM}
+
 
 
 def _dumps(data: object) -> bytes:
@@ -122,23 +119,7 @@ def _record_name(part_number: int) -> str:
 def _copy_range(src_fd: int, dst_fd: int, start: int, length: int, md5: bool) -> str | None:
     """Blocking: copy ``length`` bytes at ``start`` of ``src_fd`` to the start of
     ``dst_fd`` (copy_file_range, else pread/pwrite); with ``md5``, return their MD5."""
-    done, offload = 0, True
-    while done < length:
-        if offload:
-            try:
-                copied = os.copy_file_range(src_fd, dst_fd, length - done, start + done, done)
-            except OSError as exc:
-                if exc.errno not in _NO_OFFLOAD:
-                    raise
-                offload = False
-                continue
-        else:
-            data = os.pread(src_fd, min(_COPY_CHUNK, length - done), start + done)
-            pwrite_all(dst_fd, data, done)
-            copied = len(data)
-        if copied == 0:
-            raise OSError(errno.EIO, "source shorter than expected")
-        done += copied
+    copy_data(src_fd, dst_fd, length, src_offset=start, dst_offset=0, chunk_size=_COPY_CHUNK)
     if not md5:
         return None
     digest = hashlib.md5()
@@ -311,6 +292,7 @@ class UploadStore:
         staged = self._objects.staged() if offset is None or size is None else PlacedPart(
             directory / ASSEMBLY, offset, size, chunk_size=self._chunk_size,
             durable=self._durable)
+        stored = False
         try:
             with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):  # (an abort)
                 await staged.open()
@@ -320,11 +302,13 @@ class UploadStore:
                 raise BadDigest()
             part = PartInfo(part_number, staged.md5.hex(), staged.size, st.st_mtime,
                             part_checksum(upload.meta, body))
-            return await commit_shielded(staged, self._commit_part(bucket, upload_id,
+            info = await commit_shielded(staged, self._commit_part(bucket, upload_id,
                                                                    staged, part))
+            stored = True  # (its record's commit ended the placed write)
+            return info
         finally:
-            await staged.discard()
-            if offset is not None:  # (a committed part's slot is gone already)
+            await staged.discard()  # waits for a write still running
+            if offset is not None and not stored:
                 await run_blocking(assembly.release, directory, part_number)
 
     async def _commit_part(self, bucket: str, upload_id: str, staged: StagedFile,

@@ -1,8 +1,8 @@
 """A lighter path for the mount's hottest requests, PutObject of a whole file held in
-memory, UploadPart of a block, HeadObject and ranged GetObject: signed with botocore's own SigV4 signer and sent
-over a urllib3 pool, without botocore's request pipeline (serialisation, event hooks,
-response parsing and, for a missing key, its exceptions): that pipeline was three quarters
-of the mount's CPU per small file.
+memory, UploadPart of a block, HeadObject and ranged GetObject: signed with botocore's own
+SigV4 signer and sent over a urllib3 pool, without botocore's request pipeline
+(serialisation, event hooks, response parsing and, for a missing key, its exceptions): that
+pipeline was three quarters of the mount's CPU per small file.
 
 Only the plain outcomes are handled here: a stored object, a HEAD's 200 or 404, a GET's
 206 of exactly the range asked for. Anything else (another status, a dropped connection,

@@ -98,8 +98,9 @@ class SharedFile(OpenFile):
         size = self._shared.part_size
         lo, hi = index * size, (index + 1) * size
         running = self._sending.get(index)
-        if (running is not None and not running.done()) or self._ranges.within(lo, hi) != [
-                (lo, hi)]:
+        if running is not None and not running.done():
+            return
+        if self._ranges.within(lo, hi) != [(lo, hi)]:
             return
         if running is not None:
             running.result()  # a failed upload fails the file (_guard)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import CompletedPart, DescribedBody, ObjectMeta
-from backends.errors import NoSuchUpload, PreconditionFailed
+from backends.errors import IncompleteBody, NoSuchUpload, PreconditionFailed
 from backends.posix import PosixBackend
 from backends.posix.assembly import ASSEMBLY, SEALED, STRIDE
 from tests.backends.conformance import body_of
@@ -141,7 +141,7 @@ async def test_a_body_longer_than_declared_is_refused_and_harms_no_neighbour(
         posix: PosixBackend) -> None:
     upload_id = await new_upload(posix)
     parts = [await send(posix, upload_id, n, data_of(n)) for n in (1, 3)]
-    with pytest.raises(Exception, match="longer than its request declared"):
+    with pytest.raises(IncompleteBody, match="longer than its request declared"):
         await posix.upload_part("bkt", "obj", upload_id, 2,
                                 Declared(data_of(2, PART + 10), declared=PART))
     assert not any(n.startswith("slot-") for n in os.listdir(upload_dir(posix, upload_id)))
