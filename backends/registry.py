@@ -17,6 +17,7 @@ class BackendOptions:
     data_dir: Path
     durability: Literal["fsync", "none"] = "fsync"
     min_part_size: int = 5 * 1024 * 1024
+    direct_io: bool = True
 
 
 # kind -> "module:factory"; a factory takes (args: str, options: BackendOptions).

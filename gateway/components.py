@@ -149,6 +149,7 @@ def cache_settings(settings: Settings) -> CacheSettings:
         volumes = [CacheVolumeSettings(path=volume_dir, capacity_bytes=capacity)] \
             if capacity else []
     return CacheSettings(volumes=volumes, durability=settings.durability,
+                         direct_io=settings.direct_io,
                          max_dirty_age_s=settings.max_dirty_age,
                          utilization_threshold=settings.utilization_threshold,
                          inactivity_delay_s=settings.inactivity_delay,
@@ -165,7 +166,7 @@ def build_components(settings: Settings, credentials: Credentials, *,
     spec = settings.backend_spec
     backend: Backend = create_backend(spec.kind, spec.args, BackendOptions(
         data_dir=settings.data_dir, durability=settings.durability,
-        min_part_size=settings.min_part_size))
+        min_part_size=settings.min_part_size, direct_io=settings.direct_io))
     store = backend
     if isinstance(store, ElasticBackend):
         store.register_metrics(metrics.registry)

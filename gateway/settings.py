@@ -138,6 +138,10 @@ class StorageSection(Section):
                              "fsync (faster, loses recent writes on power loss)")
     min_part_size: ByteSize = Field(5 * 1024 * 1024, ge=0,
                                     description="minimum multipart part size")
+    direct_io: bool = Field(
+        True, description="write the bulk of objects and parts (posix backend, cache "
+                          "files) past the page cache (O_DIRECT) where the file system "
+                          "allows it")
     backend_bandwidth: Rate | None = Field(
         None, description="cap on bytes to/from the backend, e.g. 20MiB/s (default: none)")
     backend_iops: float | None = Field(

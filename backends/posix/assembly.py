@@ -73,8 +73,8 @@ class PlacedPart(StagedFile):
     ``length`` of them. Never removed by :meth:`discard` (the file holds other parts)."""
 
     def __init__(self, path: Path, offset: int, length: int, *, chunk_size: int,
-                 durable: bool) -> None:
-        super().__init__(path.parent, chunk_size=chunk_size, durable=durable)
+                 durable: bool, direct: bool = False) -> None:
+        super().__init__(path.parent, chunk_size=chunk_size, durable=durable, direct=direct)
         self.path = path
         self.offset = offset
         self.committed = True

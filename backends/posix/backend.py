@@ -37,12 +37,14 @@ class PosixBackend:
     ``<root>/.squall`` holds temp files, records and multipart staging; keys a file
     system cannot hold verbatim are encoded (docs/posix-layout.md). ``durability="none"``
     skips every fsync. ``use_xattrs`` None detects whether the file system keeps user
-    xattrs; False keeps all metadata in sidecar files. The root is prepared on first use.
+    xattrs; False keeps all metadata in sidecar files. ``direct_io`` writes the bulk of
+    objects and parts past the page cache where the file system allows it
+    (:mod:`backends.direct_io`). The root is prepared on first use.
     """
 
     def __init__(self, root: Path, *, durability: Literal["fsync", "none"] = "fsync",
                  min_part_size: int = MIN_PART_SIZE, chunk_size: int = 1 << 20,
-                 use_xattrs: bool | None = None) -> None:
+                 use_xattrs: bool | None = None, direct_io: bool = True) -> None:
         if durability not in ("fsync", "none"):
             raise ValueError(f"durability must be 'fsync' or 'none', not {durability!r}")
         if chunk_size <= 0 or min_part_size < 0:
@@ -54,7 +56,8 @@ class PosixBackend:
         self._metas = MetaStore(self._hidden.meta, self._hidden.tmp,
                                 use_xattrs=bool(use_xattrs), durable=durable)
         self._objects = ObjectFiles(self._hidden, self._metas, NamedLocks(),
-                                    durable=durable, chunk_size=chunk_size)
+                                    durable=durable, chunk_size=chunk_size,
+                                    direct_io=direct_io)
         self._uploads = UploadStore(self._hidden, self._objects, durable=durable,
                                     min_part_size=min_part_size, chunk_size=chunk_size)
         self._ready = False

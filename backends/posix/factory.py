@@ -12,4 +12,4 @@ def create(args: str, options: BackendOptions) -> PosixBackend:
     root = Path(args).expanduser()
     root.mkdir(parents=True, exist_ok=True)
     return PosixBackend(root, durability=options.durability,
-                        min_part_size=options.min_part_size)
+                        min_part_size=options.min_part_size, direct_io=options.direct_io)

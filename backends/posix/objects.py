@@ -59,12 +59,13 @@ class ObjectFiles:
     """Objects in bucket trees; every public method is async and never blocks the loop."""
 
     def __init__(self, hidden: HiddenArea, metas: MetaStore, locks: NamedLocks, *,
-                 durable: bool, chunk_size: int) -> None:
+                 durable: bool, chunk_size: int, direct_io: bool = False) -> None:
         self._hidden = hidden
         self._metas = metas
         self._locks = locks
         self._durable = durable
         self._chunk = chunk_size
+        self.direct_io = direct_io
 
     # -- blocking helpers (worker threads) -------------------------------------------
 
@@ -223,7 +224,8 @@ class ObjectFiles:
             await staged.discard()
 
     def staged(self) -> StagedFile:
-        return StagedFile(self._hidden.tmp, chunk_size=self._chunk, durable=self._durable)
+        return StagedFile(self._hidden.tmp, chunk_size=self._chunk, durable=self._durable,
+                          direct=self.direct_io)
 
     async def commit(self, bucket: str, path: KeyPath, staged: StagedFile,
                      st: os.stat_result, etag: str, meta: ObjectMeta, *,

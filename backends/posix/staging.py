@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from backends.base import body_verified_md5
 from backends.blocking import run_blocking
+from backends.direct_io import DirectWriter
 from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, pwritev_all, temp_name
 from backends.regions import FileRegion, take_regions
 
@@ -32,12 +33,15 @@ class StagedFile:
 
     One blocking job at a time runs in the worker pool (write + MD5 of a coalesced
     chunk, a copy, the final fsync); the next chunk is gathered while the previous one is
-    written, so at most two chunk buffers are held. Callers end every use with
-    ``await staged.discard()`` in a ``finally``: it waits for the job in flight and for a
-    commit task, then closes the file and unlinks it unless ``committed`` was set.
+    written, so at most two chunk buffers are held. With ``direct``, the aligned middle
+    of the chunks is written past the page cache (:mod:`backends.direct_io`). Callers end
+    every use with ``await staged.discard()`` in a ``finally``: it waits for the job in
+    flight and for a commit task, then closes the file and unlinks it unless ``committed``
+    was set.
     """
 
-    def __init__(self, tmp_dir: Path, *, chunk_size: int, durable: bool) -> None:
+    def __init__(self, tmp_dir: Path, *, chunk_size: int, durable: bool,
+                 direct: bool = False) -> None:
         self.path = tmp_dir / temp_name()
         self.fd = -1
         self.offset = 0  # where this file's bytes start in ``path``
@@ -46,6 +50,7 @@ class StagedFile:
         self.commit_task: asyncio.Future[Any] | None = None
         self._chunk_size = chunk_size
         self._durable = durable
+        self._direct = direct  # large writes past the page cache (backends.direct_io)
         self._md5 = hashlib.md5()
         self._known_md5: bytes | None = None
         self._buffer: list[bytes] = []  # chunks not written yet, ``_buffered`` bytes
@@ -53,6 +58,7 @@ class StagedFile:
         self._inflight: asyncio.Future[Any] | None = None
         self._discarding: asyncio.Future[None] | None = None
         self._adopted: list[int] = []
+        self._writer: DirectWriter | None = None
 
     def adopt(self, fd: int) -> None:
         """Close ``fd`` (a copy source) in discard, once no job can still be using it."""
@@ -110,7 +116,12 @@ class StagedFile:
         """Hash and write ``pieces`` (one pwritev: chunks are not joined into a buffer)."""
         for piece in pieces:
             self._md5.update(piece)
-        pwritev_all(self.fd, pieces, self.offset + self.size)
+        if self._direct and self._writer is None:
+            self._writer = DirectWriter(self.path, self.fd)
+        if self._writer is not None:
+            self._writer.write(pieces, self.offset + self.size)
+        else:
+            pwritev_all(self.fd, pieces, self.offset + self.size)
         self.size += sum(len(piece) for piece in pieces)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
@@ -192,6 +203,9 @@ class StagedFile:
         await run_blocking(self._close, [fd, *adopted], not self.committed)
 
     def _close(self, fds: list[int], unlink: bool) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         for fd in fds:
             if fd >= 0:
                 os.close(fd)

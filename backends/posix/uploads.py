@@ -291,7 +291,7 @@ class UploadStore:
         directory = self._dir(bucket, upload_id)
         staged = self._objects.staged() if offset is None or size is None else PlacedPart(
             directory / ASSEMBLY, offset, size, chunk_size=self._chunk_size,
-            durable=self._durable)
+            durable=self._durable, direct=self._objects.direct_io)
         stored = False
         try:
             with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):  # (an abort)

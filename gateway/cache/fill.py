@@ -59,7 +59,8 @@ async def read_through(tier: ReadThroughHost, stream: ObjectStream, *,
         return _inline_copy(store, stream, counted(), vol.id, claim, fill)
     writer: DataFileWriter | None = None
     try:
-        writer = await run_cache_blocking(DataFileWriter, vol, sync=store.sync)
+        writer = await run_cache_blocking(DataFileWriter, vol, sync=store.sync,
+                                          direct=store.settings.direct_io)
     except StorageError:
         log.warning("cannot start a read-through copy of %s/%s", *bk, exc_info=True)
     state = {"broken": writer is None}

@@ -35,6 +35,9 @@ class CacheSettings(BaseModel):
     #: "none": skip both syncs (faster; a power loss or kernel crash may lose acknowledged
     #: writes, a process crash does not).
     durability: Literal["fsync", "none"] = "fsync"
+    #: Data files are written past the page cache (O_DIRECT) where the volume's file
+    #: system allows it (:mod:`backends.direct_io`).
+    direct_io: bool = True
     #: Dirty data older than this is flushed whatever the phase (a deadline).
     max_dirty_age_s: float = Field(default=300.0, gt=0)
     #: UT: phase 2 starts once ingest stays below UT x backend bandwidth ...

@@ -136,7 +136,8 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
         scheduled += size
         if out.writer is None:  # the file starts with its first data (one thread hop)
             await _create(out, functools.partial(DataFileWriter, vol, sync=store.sync,
-                                                 data=data))
+                                                 data=data,
+                                                 direct=store.settings.direct_io))
         else:
             pending = asyncio.ensure_future(run_cache_blocking(out.writer.write, data))
 

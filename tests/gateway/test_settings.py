@@ -24,7 +24,7 @@ from gateway.settings_sources import SettingsError, has_flag
 #: generated; each must keep its name and meaning.
 KEYS = [
     "listen", "data_dir", "backend", "domain", "region", "access_key", "secret_key", "sigv2",
-    "durability", "min_part_size", "log_level", "access_log", "cache_size", "cache_dir",
+    "durability", "min_part_size", "direct_io", "log_level", "access_log", "cache_size", "cache_dir",
     "cache_volumes", "cache_mode", "cache_volume_root", "cache_volume_bandwidth",
     "cache_min_size", "cache_max_size", "backend_bandwidth", "backend_iops", "max_dirty_age",
     "utilization_threshold", "inactivity_delay", "flush_concurrency", "cache_admission",

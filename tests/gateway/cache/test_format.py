@@ -8,6 +8,7 @@ import struct
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from backends.direct_io import MIN_DIRECT
 from backends.errors import InvalidKey, KeyTooLong, ServiceUnavailable
 from gateway.cache.index import INDEX_VERSION
 from gateway.cache.settings import CacheSettings
@@ -21,6 +22,7 @@ from tests.gateway.cache.conftest import (
     payload,
     read_all,
 )
+from tests.support.page_cache import resident_pages, writes_direct
 
 
 def files_only(env: Env) -> CacheSettings:
@@ -38,6 +40,25 @@ async def test_data_file_layout(env: Env) -> None:
     assert raw[HEADER_SIZE:] == data and len(raw) == HEADER_SIZE + len(data)
     marker = json.loads((env.base / "vol0" / VOLUME_MARKER).read_text())
     assert marker["format"] == "squall-cache-volume" and marker["version"] == 1
+
+
+@pytest.mark.parametrize("direct_io", [True, False])
+async def test_a_large_data_file_holds_its_bytes_its_bulk_past_the_page_cache(
+        env: Env, direct_io: bool) -> None:
+    tier = await env.tier(cache_settings(env.base, capacity=16 << 20, inline_max_bytes=0,
+                                         chunk_size=1 << 20, direct_io=direct_io))
+    data = payload(3 * (1 << 20) + 4321)
+    await tier.put_object(BUCKET, "k", body(data), meta=META)
+    (path,) = list(env.base.glob("vol0/data/*/*"))
+    raw_size = path.stat().st_size
+    bulk = resident_pages(path, 4096, raw_size // 4096 * 4096)  # before any read
+    assert path.read_bytes()[HEADER_SIZE:] == data
+    assert await read_all(await tier.get_object(BUCKET, "k")) == data
+    few = MIN_DIRECT // 4096  # a last batch with less than this aligned is not direct
+    if direct_io and writes_direct(path.parent):
+        assert bulk < few
+    elif not direct_io:
+        assert bulk > few
 
 
 async def test_start_sweeps_orphans_and_keeps_records(env: Env) -> None:

@@ -1,0 +1,150 @@
+"""File writes whose page-aligned middle bypasses the page cache (``O_DIRECT``).
+
+An object written through the page cache takes a page of memory for every 4 KiB it
+holds: the kernel allocates and fills it, writes it back at fsync, and keeps it, evicting
+pages that reads would have used again (an object just written is rarely read at once).
+Here the aligned middle of each batch of a file's bytes is copied into a reused,
+page-aligned buffer and written with ``O_DIRECT`` through a second descriptor of the same
+file; the partial pages at both ends of the batch go through the page cache as before
+(a page is never written both ways), and the caller's fsync covers both. A file system that refuses ``O_DIRECT`` (tmpfs
+before Linux 6.6, many FUSE and network file systems: EINVAL at open or at the first
+write) gets every byte through the page cache.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import threading
+from collections.abc import Sequence
+
+from backends.files import pwrite_all, pwritev_all
+
+#: the alignment of O_DIRECT offsets, lengths and buffers (a page: also a multiple of
+#: every logical block size in use)
+ALIGN = 4096
+#: batches with less than this to write aligned go through the page cache
+MIN_DIRECT = 256 * 1024
+#: idle aligned buffers kept for reuse (a new one is fresh memory: its pages are faulted
+#: in at first use)
+_POOL_SIZE = 8
+
+_REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+class _Buffers:
+    """A pool of page-aligned buffers (anonymous mappings), reused across files."""
+
+    def __init__(self) -> None:
+        self._idle: list[ctypes.Array[ctypes.c_char]] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> ctypes.Array[ctypes.c_char]:
+        with self._lock:
+            for i, buf in enumerate(self._idle):
+                if len(buf) >= size:
+                    return self._idle.pop(i)
+        capacity = -(-size // (1 << 20)) << 20
+        return (ctypes.c_char * capacity).from_buffer(mmap.mmap(-1, capacity))
+
+    def give(self, buf: ctypes.Array[ctypes.c_char]) -> None:
+        with self._lock:
+            if len(self._idle) < _POOL_SIZE:
+                self._idle.append(buf)
+
+
+_buffers = _Buffers()
+
+
+class DirectWriter:
+    """Writes batches of a file's bytes at given offsets, each batch's aligned middle with
+    ``O_DIRECT``; every byte is in the file (readable) when :meth:`write` returns.
+    :meth:`close` closes the second descriptor."""
+
+    def __init__(self, path: str | os.PathLike[str], fd: int) -> None:
+        self._fd = fd
+        try:
+            self._direct = os.open(path, os.O_WRONLY | os.O_DIRECT)
+        except OSError as exc:
+            if exc.errno not in _REFUSED:
+                raise
+            self._direct = -1
+        self._refused = self._direct < 0
+
+    @property
+    def direct(self) -> bool:
+        """Whether the file system took O_DIRECT (at open and at every write so far)."""
+        return not self._refused
+
+    def write(self, pieces: Sequence[bytes], offset: int) -> None:
+        """Write ``pieces`` one after the other at ``offset``."""
+        total = sum(len(piece) for piece in pieces)
+        head = -offset % ALIGN
+        aligned = (total - head) // ALIGN * ALIGN
+        if self._direct < 0 or aligned < MIN_DIRECT:
+            pwritev_all(self._fd, pieces, offset)
+            return
+        if head:
+            pwritev_all(self._fd, _cut(pieces, 0, head), offset)
+        self._write_aligned(pieces, head, aligned, offset + head)
+        if total > head + aligned:
+            pwritev_all(self._fd, _cut(pieces, head + aligned, total - head - aligned),
+                        offset + head + aligned)
+
+    def close(self) -> None:
+        direct, self._direct = self._direct, -1
+        if direct >= 0:
+            os.close(direct)
+
+    def _write_aligned(self, pieces: Sequence[bytes], start: int, count: int,
+                       offset: int) -> None:
+        buf = _buffers.take(count)
+        try:
+            base = ctypes.addressof(buf)
+            filled = 0
+            for piece, at, n in _spans(pieces, start, count):
+                # ctypes' memmove releases the GIL while it copies
+                ctypes.memmove(base + filled, _address(piece) + at, n)
+                filled += n
+            view = memoryview(buf).cast("B")[:count]
+            try:
+                written = os.pwrite(self._direct, view, offset)
+            except OSError as exc:
+                if exc.errno not in _REFUSED:
+                    raise
+                self.close()  # this file system takes no O_DIRECT write: page cache
+                self._refused = True
+                written = 0
+            if written < count:  # a short write (a signal, a full disk): the rest as is
+                pwrite_all(self._fd, view[written:], offset + written)
+        finally:
+            _buffers.give(buf)
+
+
+def _address(piece: bytes) -> int:
+    """Where the bytes of ``piece`` are (valid while it lives; no copy)."""
+    return ctypes.cast(ctypes.c_char_p(piece), ctypes.c_void_p).value or 0
+
+
+def _spans(pieces: Sequence[bytes], start: int, count: int) -> list[tuple[bytes, int, int]]:
+    """``(piece, offset in it, length)`` of bytes ``[start, start + count)`` of the
+    pieces laid end to end."""
+    out = []
+    for piece in pieces:
+        size = len(piece)
+        if start >= size:
+            start -= size
+            continue
+        n = min(size - start, count)
+        out.append((piece, start, n))
+        count -= n
+        start = 0
+        if not count:
+            break
+    return out
+
+
+def _cut(pieces: Sequence[bytes], start: int, count: int) -> list[memoryview]:
+    return [memoryview(piece)[at:at + n] for piece, at, n in _spans(pieces, start, count)]
