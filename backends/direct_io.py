@@ -64,18 +64,14 @@ class DirectWriter:
     :meth:`close` closes the second descriptor."""
 
     def __init__(self, path: str | os.PathLike[str], fd: int) -> None:
+        self._path = path
         self._fd = fd
-        try:
-            self._direct = os.open(path, os.O_WRONLY | os.O_DIRECT)
-        except OSError as exc:
-            if exc.errno not in _REFUSED:
-                raise
-            self._direct = -1
-        self._refused = self._direct < 0
+        self._direct = -1  # opened at the first batch large enough
+        self._refused = False
 
     @property
     def direct(self) -> bool:
-        """Whether the file system took O_DIRECT (at open and at every write so far)."""
+        """False once the file system refused O_DIRECT (at open or at a write)."""
         return not self._refused
 
     def write(self, pieces: Sequence[bytes], offset: int) -> None:
@@ -83,7 +79,7 @@ class DirectWriter:
         total = sum(len(piece) for piece in pieces)
         head = -offset % ALIGN
         aligned = (total - head) // ALIGN * ALIGN
-        if self._direct < 0 or aligned < MIN_DIRECT:
+        if aligned < MIN_DIRECT or not self._open():
             pwritev_all(self._fd, pieces, offset)
             return
         if head:
@@ -92,6 +88,17 @@ class DirectWriter:
         if total > head + aligned:
             pwritev_all(self._fd, _cut(pieces, head + aligned, total - head - aligned),
                         offset + head + aligned)
+
+    def _open(self) -> bool:
+        """Whether the O_DIRECT descriptor is open (opened now if need be)."""
+        if self._direct < 0 and not self._refused:
+            try:
+                self._direct = os.open(self._path, os.O_WRONLY | os.O_DIRECT)
+            except OSError as exc:
+                if exc.errno not in _REFUSED:
+                    raise
+                self._refused = True
+        return self._direct >= 0
 
     def close(self) -> None:
         direct, self._direct = self._direct, -1
@@ -103,12 +110,14 @@ class DirectWriter:
         buf = _buffers.take(count)
         try:
             base = ctypes.addressof(buf)
+            view = memoryview(buf).cast("B")[:count]
             filled = 0
             for piece, at, n in _spans(pieces, start, count):
-                # ctypes' memmove releases the GIL while it copies
-                ctypes.memmove(base + filled, _address(piece) + at, n)
+                if type(piece) is bytes:  # ctypes' memmove releases the GIL as it copies
+                    ctypes.memmove(base + filled, _address(piece) + at, n)
+                else:
+                    view[filled:filled + n] = memoryview(piece).cast("B")[at:at + n]
                 filled += n
-            view = memoryview(buf).cast("B")[:count]
             try:
                 written = os.pwrite(self._direct, view, offset)
             except OSError as exc:
@@ -128,7 +137,8 @@ def _address(piece: bytes) -> int:
     return ctypes.cast(ctypes.c_char_p(piece), ctypes.c_void_p).value or 0
 
 
-def _spans(pieces: Sequence[bytes], start: int, count: int) -> list[tuple[bytes, int, int]]:
+def _spans(pieces: Sequence[bytes], start: int, count: int
+           ) -> list[tuple[bytes, int, int]]:
     """``(piece, offset in it, length)`` of bytes ``[start, start + count)`` of the
     pieces laid end to end."""
     out = []

@@ -132,3 +132,11 @@ def test_a_short_direct_write_has_its_rest_written_through_the_page_cache(
     path = direct_dir / "f"
     _write(path, [[data]], 0)
     assert shortened and path.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_pieces_that_are_not_bytes_are_written_too(direct_dir: Path, kind: type) -> None:
+    data = random.Random(4).randbytes(MiB + 3)
+    path = direct_dir / "f"
+    _write(path, [[kind(data[:1000]), kind(data[1000:])]], 7)  # type: ignore[list-item]
+    assert path.read_bytes()[7:] == data
