@@ -60,18 +60,21 @@ _buffers = _Buffers()
 
 class DirectWriter:
     """Writes batches of a file's bytes at given offsets, each batch's aligned middle with
-    ``O_DIRECT``; every byte is in the file (readable) when :meth:`write` returns.
-    :meth:`close` closes the second descriptor."""
+    ``O_DIRECT`` (unless ``enabled`` is False: all through ``fd``); every byte is in the
+    file (readable) when :meth:`write` returns. :meth:`close` closes the second
+    descriptor."""
 
-    def __init__(self, path: str | os.PathLike[str], fd: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], fd: int, *, enabled: bool = True
+                 ) -> None:
         self._path = path
         self._fd = fd
         self._direct = -1  # opened at the first batch large enough
-        self._refused = False
+        self._refused = not enabled
 
     @property
     def direct(self) -> bool:
-        """False once the file system refused O_DIRECT (at open or at a write)."""
+        """False when writes go through the page cache (turned off, or O_DIRECT refused
+        by the file system at open or at a write)."""
         return not self._refused
 
     def write(self, pieces: Sequence[bytes], offset: int) -> None:

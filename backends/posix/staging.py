@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from backends.base import body_verified_md5
 from backends.blocking import run_blocking
 from backends.direct_io import DirectWriter
-from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, pwritev_all, temp_name
+from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name
 from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
@@ -116,12 +116,9 @@ class StagedFile:
         """Hash and write ``pieces`` (one pwritev: chunks are not joined into a buffer)."""
         for piece in pieces:
             self._md5.update(piece)
-        if self._direct and self._writer is None:
-            self._writer = DirectWriter(self.path, self.fd)
-        if self._writer is not None:
-            self._writer.write(pieces, self.offset + self.size)
-        else:
-            pwritev_all(self.fd, pieces, self.offset + self.size)
+        if self._writer is None:
+            self._writer = DirectWriter(self.path, self.fd, enabled=self._direct)
+        self._writer.write(pieces, self.offset + self.size)
         self.size += sum(len(piece) for piece in pieces)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from backends.blocking import run_cache_blocking
 from backends.direct_io import DirectWriter
 from backends.errors import BadDigest, ServiceUnavailable, SlowDown
-from backends.files import FILE_MODE, O_CREATE, pwrite_all, pwritev_all
+from backends.files import FILE_MODE, O_CREATE, pwrite_all
 from backends.regions import FileRegion
 
 MAGIC = b"SQCACHE\0"
@@ -126,13 +126,11 @@ class DataFileWriter:
         self._committed = False
         self._md5 = hashlib.md5()
         self._tmp = volume.tmp_dir / f"{self.name}.tmp"
-        self._direct: DirectWriter | None = None
         with volume_errors("creating a cache file"):
             self._fd = os.open(self._tmp, O_CREATE, FILE_MODE)
+            self._writer = DirectWriter(self._tmp, self._fd, enabled=direct)
             try:
                 pwrite_all(self._fd, _HEADER.pack(MAGIC, FILE_VERSION, 0, 0), 0)
-                if direct:
-                    self._direct = DirectWriter(self._tmp, self._fd)
             except BaseException:
                 self.abort()
                 raise
@@ -159,10 +157,7 @@ class DataFileWriter:
         for piece in pieces:
             self._md5.update(piece)
         with volume_errors("writing a cache file"):
-            if self._direct is not None:
-                self._direct.write(pieces, HEADER_SIZE + self.size)
-            else:
-                pwritev_all(self._fd, pieces, HEADER_SIZE + self.size)
+            self._writer.write(pieces, HEADER_SIZE + self.size)
         self.size += sum(len(piece) for piece in pieces)
 
     def md5(self) -> str:
@@ -202,9 +197,7 @@ class DataFileWriter:
             os.unlink(self.volume.file_path(self.name) if self._committed else self._tmp)
 
     def _close(self) -> None:
-        direct, self._direct = self._direct, None
-        if direct is not None:
-            direct.close()
+        self._writer.close()
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)

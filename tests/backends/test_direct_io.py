@@ -140,3 +140,18 @@ def test_pieces_that_are_not_bytes_are_written_too(direct_dir: Path, kind: type)
     path = direct_dir / "f"
     _write(path, [[kind(data[:1000]), kind(data[1000:])]], 7)  # type: ignore[list-item]
     assert path.read_bytes()[7:] == data
+
+
+def test_a_writer_turned_off_writes_through_the_page_cache(direct_dir: Path) -> None:
+    data = random.Random(5).randbytes(2 * MiB)
+    path = direct_dir / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        writer = DirectWriter(path, fd, enabled=False)
+        writer.write([data], 0)
+        writer.close()
+    finally:
+        os.close(fd)
+    assert not writer.direct
+    assert resident_pages(path, 0, len(data)) == len(data) // ALIGN
+    assert path.read_bytes() == data
