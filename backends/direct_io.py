@@ -6,9 +6,9 @@ pages that reads would have used again (an object just written is rarely read at
 Here the aligned middle of each batch of a file's bytes is copied into a reused,
 page-aligned buffer and written with ``O_DIRECT`` through a second descriptor of the same
 file; the partial pages at both ends of the batch go through the page cache as before
-(a page is never written both ways), and the caller's fsync covers both. A file system that refuses ``O_DIRECT`` (tmpfs
-before Linux 6.6, many FUSE and network file systems: EINVAL at open or at the first
-write) gets every byte through the page cache.
+(a page is never written both ways), and the caller's fsync covers both. A file system
+that refuses ``O_DIRECT`` (tmpfs before Linux 6.6, many FUSE and network file systems:
+EINVAL at open or at the first write) gets every byte through the page cache.
 """
 
 from __future__ import annotations
@@ -71,26 +71,21 @@ class DirectWriter:
         self._direct = -1  # opened at the first batch large enough
         self._refused = not enabled
 
-    @property
-    def direct(self) -> bool:
-        """False when writes go through the page cache (turned off, or O_DIRECT refused
-        by the file system at open or at a write)."""
-        return not self._refused
-
-    def write(self, pieces: Sequence[bytes], offset: int) -> None:
-        """Write ``pieces`` one after the other at ``offset``."""
+    def write(self, pieces: Sequence[bytes], offset: int) -> int:
+        """Write ``pieces`` one after the other at ``offset``; their byte count."""
         total = sum(len(piece) for piece in pieces)
         head = -offset % ALIGN
         aligned = (total - head) // ALIGN * ALIGN
         if aligned < MIN_DIRECT or not self._open():
             pwritev_all(self._fd, pieces, offset)
-            return
+            return total
         if head:
             pwritev_all(self._fd, _cut(pieces, 0, head), offset)
         self._write_aligned(pieces, head, aligned, offset + head)
         if total > head + aligned:
             pwritev_all(self._fd, _cut(pieces, head + aligned, total - head - aligned),
                         offset + head + aligned)
+        return total
 
     def _open(self) -> bool:
         """Whether the O_DIRECT descriptor is open (opened now if need be)."""
@@ -140,8 +135,7 @@ def _address(piece: bytes) -> int:
     return ctypes.cast(ctypes.c_char_p(piece), ctypes.c_void_p).value or 0
 
 
-def _spans(pieces: Sequence[bytes], start: int, count: int
-           ) -> list[tuple[bytes, int, int]]:
+def _spans(pieces: Sequence[bytes], start: int, count: int) -> list[tuple[bytes, int, int]]:
     """``(piece, offset in it, length)`` of bytes ``[start, start + count)`` of the
     pieces laid end to end."""
     out = []

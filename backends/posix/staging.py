@@ -113,13 +113,12 @@ class StagedFile:
         self._inflight = asyncio.ensure_future(run_blocking(self._write, pieces))
 
     def _write(self, pieces: list[bytes]) -> None:
-        """Hash and write ``pieces`` (one pwritev: chunks are not joined into a buffer)."""
+        """Hash and write ``pieces`` (never joined into a buffer: :class:`DirectWriter`)."""
         for piece in pieces:
             self._md5.update(piece)
         if self._writer is None:
             self._writer = DirectWriter(self.path, self.fd, enabled=self._direct)
-        self._writer.write(pieces, self.offset + self.size)
-        self.size += sum(len(piece) for piece in pieces)
+        self.size += self._writer.write(pieces, self.offset + self.size)
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
         for region in regions:

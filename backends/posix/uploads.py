@@ -80,7 +80,6 @@ _PART_DATA = re.compile(r"part-\d{5}\.[0-9a-f]{20}")
 _COPY_CHUNK = 1 << 20
 
 
-
 def _dumps(data: object) -> bytes:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 

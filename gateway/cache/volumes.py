@@ -157,8 +157,7 @@ class DataFileWriter:
         for piece in pieces:
             self._md5.update(piece)
         with volume_errors("writing a cache file"):
-            self._writer.write(pieces, HEADER_SIZE + self.size)
-        self.size += sum(len(piece) for piece in pieces)
+            self.size += self._writer.write(pieces, HEADER_SIZE + self.size)
 
     def md5(self) -> str:
         return self._md5.hexdigest()
