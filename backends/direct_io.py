@@ -20,16 +20,21 @@ import os
 import threading
 from collections.abc import Sequence
 
-from backends.files import pwrite_all, pwritev_all
+from backends.files import clone_range, copy_data, pwrite_all, pwritev_all
 
 #: the alignment of O_DIRECT offsets, lengths and buffers (a page: also a multiple of
 #: every logical block size in use)
 ALIGN = 4096
 #: batches with less than this to write aligned go through the page cache
 MIN_DIRECT = 256 * 1024
+#: bytes read per O_DIRECT read of a copy
+COPY_CHUNK = 8 << 20
 #: idle aligned buffers kept for reuse (a new one is fresh memory: its pages are faulted
 #: in at first use)
 _POOL_SIZE = 8
+
+#: a piece of a batch: bytes are written as they are, others must not change meanwhile
+Piece = bytes | bytearray | memoryview
 
 _REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
 
@@ -71,7 +76,7 @@ class DirectWriter:
         self._direct = -1  # opened at the first batch large enough
         self._refused = not enabled
 
-    def write(self, pieces: Sequence[bytes], offset: int) -> int:
+    def write(self, pieces: Sequence[Piece], offset: int) -> int:
         """Write ``pieces`` one after the other at ``offset``; their byte count."""
         total = sum(len(piece) for piece in pieces)
         head = -offset % ALIGN
@@ -86,6 +91,61 @@ class DirectWriter:
             pwritev_all(self._fd, _cut(pieces, head + aligned, total - head - aligned),
                         offset + head + aligned)
         return total
+
+    def copy(self, src_fd: int, count: int, *, src_offset: int, offset: int) -> None:
+        """Copy ``count`` bytes of the file ``src_fd`` from ``src_offset`` to ``offset``:
+        a reflink where the file system shares blocks; else read with ``O_DIRECT`` into a
+        reused buffer and written as :meth:`write` does, so neither file's bytes fill the
+        page cache; copy_file_range where that is not possible (writes through the page
+        cache, fewer than ``MIN_DIRECT`` bytes, a source on a file system that refuses
+        ``O_DIRECT``). Raises OSError(EIO) when the source is shorter than ``count``."""
+        if count >= MIN_DIRECT and clone_range(src_fd, self._fd, count,
+                                               src_offset=src_offset, dst_offset=offset):
+            return
+        src = self._open_source(src_fd) if count >= MIN_DIRECT and self._open() else -1
+        done = 0
+        if src >= 0:
+            buf = _buffers.take(COPY_CHUNK + ALIGN)
+            try:
+                done = self._copy_direct(src, buf, count, src_offset, offset)
+            finally:
+                _buffers.give(buf)
+                os.close(src)
+        if done < count:
+            copy_data(src_fd, self._fd, count - done, src_offset=src_offset + done,
+                      dst_offset=offset + done, chunk_size=COPY_CHUNK)
+
+    def _copy_direct(self, src: int, buf: ctypes.Array[ctypes.c_char], count: int,
+                     src_offset: int, offset: int) -> int:
+        """The bytes copied before the end or a refused read (then copied otherwise)."""
+        view = memoryview(buf).cast("B")
+        done = 0
+        while done < count:
+            start = src_offset + done
+            skip = start % ALIGN
+            want = -(-min(COPY_CHUNK, skip + count - done) // ALIGN) * ALIGN
+            try:
+                got = os.preadv(src, [view[:want]], start - skip)
+            except OSError as exc:
+                if exc.errno not in _REFUSED:
+                    raise
+                return done
+            n = min(got - skip, count - done)
+            if n <= 0:
+                raise OSError(errno.EIO, "source shorter than expected")
+            self.write([view[skip:skip + n]], offset + done)
+            done += n
+        return done
+
+    @staticmethod
+    def _open_source(fd: int) -> int:
+        """A second, ``O_DIRECT`` descriptor of the file ``fd``; -1 if refused."""
+        try:
+            return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_DIRECT)
+        except OSError as exc:
+            if exc.errno not in _REFUSED:
+                raise
+            return -1
 
     def _open(self) -> bool:
         """Whether the O_DIRECT descriptor is open (opened now if need be)."""
@@ -103,7 +163,7 @@ class DirectWriter:
         if direct >= 0:
             os.close(direct)
 
-    def _write_aligned(self, pieces: Sequence[bytes], start: int, count: int,
+    def _write_aligned(self, pieces: Sequence[Piece], start: int, count: int,
                        offset: int) -> None:
         buf = _buffers.take(count)
         try:
@@ -111,8 +171,9 @@ class DirectWriter:
             view = memoryview(buf).cast("B")[:count]
             filled = 0
             for piece, at, n in _spans(pieces, start, count):
-                if type(piece) is bytes:  # ctypes' memmove releases the GIL as it copies
-                    ctypes.memmove(base + filled, _address(piece) + at, n)
+                address = _address(piece)
+                if address:  # ctypes' memmove releases the GIL as it copies
+                    ctypes.memmove(base + filled, address + at, n)
                 else:
                     view[filled:filled + n] = memoryview(piece).cast("B")[at:at + n]
                 filled += n
@@ -130,12 +191,17 @@ class DirectWriter:
             _buffers.give(buf)
 
 
-def _address(piece: bytes) -> int:
-    """Where the bytes of ``piece`` are (valid while it lives; no copy)."""
-    return ctypes.cast(ctypes.c_char_p(piece), ctypes.c_void_p).value or 0
+def _address(piece: Piece) -> int:
+    """Where the bytes of ``piece`` are (valid while it lives; no copy); 0 for a
+    read-only view, whose address Python does not give."""
+    if type(piece) is bytes:
+        return ctypes.cast(ctypes.c_char_p(piece), ctypes.c_void_p).value or 0
+    if memoryview(piece).readonly:
+        return 0
+    return ctypes.addressof(ctypes.c_char.from_buffer(piece))
 
 
-def _spans(pieces: Sequence[bytes], start: int, count: int) -> list[tuple[bytes, int, int]]:
+def _spans(pieces: Sequence[Piece], start: int, count: int) -> list[tuple[Piece, int, int]]:
     """``(piece, offset in it, length)`` of bytes ``[start, start + count)`` of the
     pieces laid end to end."""
     out = []
@@ -153,5 +219,5 @@ def _spans(pieces: Sequence[bytes], start: int, count: int) -> list[tuple[bytes,
     return out
 
 
-def _cut(pieces: Sequence[bytes], start: int, count: int) -> list[memoryview]:
+def _cut(pieces: Sequence[Piece], start: int, count: int) -> list[memoryview]:
     return [memoryview(piece)[at:at + n] for piece, at, n in _spans(pieces, start, count)]

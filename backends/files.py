@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import shutil
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -107,6 +109,27 @@ def remove_tree(path: Path) -> None:
     """Remove a directory tree of our own hidden area; a missing one is fine."""
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(path)
+
+
+#: ioctl(2) FICLONERANGE, struct file_clone_range {s64 src_fd; u64 src_offset, src_length,
+#: dest_offset}
+_FICLONERANGE = 0x4020940D
+_CLONE_RANGE = struct.Struct("=qQQQ")
+
+
+def clone_range(src_fd: int, dst_fd: int, count: int, *, src_offset: int,
+                dst_offset: int) -> bool:
+    """Share ``count`` bytes of ``src_fd`` from ``src_offset`` with ``dst_fd`` at
+    ``dst_offset`` (a reflink: no bytes copied or written); False where the file system
+    cannot (most, and ranges not aligned to its blocks), nothing done then."""
+    try:
+        fcntl.ioctl(dst_fd, _FICLONERANGE,
+                    _CLONE_RANGE.pack(src_fd, src_offset, count, dst_offset))
+    except OSError as exc:
+        if exc.errno not in _NO_OFFLOAD and exc.errno != errno.ENOTTY:
+            raise
+        return False
+    return True
 
 
 def copy_data(src_fd: int, dst_fd: int, count: int, *, dst_offset: int,

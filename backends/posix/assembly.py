@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import PartInfo
+from backends.direct_io import DirectWriter
 from backends.errors import IncompleteBody
-from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, fsync_dir, read_small, temp_name
+from backends.files import FILE_MODE, O_CREATE, O_READ, fsync_dir, read_small, temp_name
 from backends.posix.staging import StagedFile
 from backends.regions import FileRegion
 
@@ -205,12 +206,12 @@ def in_place(chosen: Sequence[StoredPart], stored: Iterable[StoredPart]) -> bool
 
 
 def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: bool,
-         chunk_size: int) -> int | None:
+         direct: bool) -> int | None:
     """Blocking, under the upload's lock: make the assembly file the object of ``chosen``
     (:func:`in_place` holds) under the new name ``link``; the parts of their own files are
-    copied in. Returns the file's open descriptor, or None (nothing made) when it cannot be
-    taken: a placed write is running, the file is already an object's, or the file system
-    has no hard links. Once it returned a descriptor, the caller calls :func:`unseal`
+    copied in (past the page cache with ``direct``). Returns the file's open descriptor,
+    or None (nothing made) when it cannot be taken: a placed write is running, the file is
+    already an object's, or the file system has no hard links. Once it returned a descriptor, the caller calls :func:`unseal`
     unless the object is committed."""
     fd = os.open(directory / ASSEMBLY, _O_RDWR)
     try:
@@ -230,15 +231,18 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
             _give_back(directory, fd, link)
             return None
         offset = 0
-        for part in chosen:
-            if not part.placed:
-                src = os.open(directory / part.data, O_READ)
-                try:
-                    copy_data(src, fd, part.info.size, dst_offset=offset,
-                              chunk_size=chunk_size)
-                finally:
-                    os.close(src)
-            offset += part.info.size
+        writer = DirectWriter(directory / ASSEMBLY, fd, enabled=direct)
+        try:
+            for part in chosen:
+                if not part.placed:
+                    src = os.open(directory / part.data, O_READ)
+                    try:
+                        writer.copy(src, part.info.size, src_offset=0, offset=offset)
+                    finally:
+                        os.close(src)
+                offset += part.info.size
+        finally:
+            writer.close()
         if os.fstat(fd).st_size != offset:
             os.ftruncate(fd, offset)
         if durable:

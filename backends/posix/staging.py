@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from backends.base import body_verified_md5
 from backends.blocking import run_blocking
 from backends.direct_io import DirectWriter
-from backends.files import FILE_MODE, O_CREATE, O_READ, copy_data, temp_name
+from backends.files import FILE_MODE, O_CREATE, O_READ, temp_name
 from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
@@ -116,14 +116,17 @@ class StagedFile:
         """Hash and write ``pieces`` (never joined into a buffer: :class:`DirectWriter`)."""
         for piece in pieces:
             self._md5.update(piece)
+        self.size += self._writes().write(pieces, self.offset + self.size)
+
+    def _writes(self) -> DirectWriter:
         if self._writer is None:
             self._writer = DirectWriter(self.path, self.fd, enabled=self._direct)
-        self.size += self._writer.write(pieces, self.offset + self.size)
+        return self._writer
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
         for region in regions:
-            copy_data(region.fd, self.fd, region.count, src_offset=region.offset,
-                      dst_offset=self.offset + self.size, chunk_size=self._chunk_size)
+            self._writes().copy(region.fd, region.count, src_offset=region.offset,
+                                offset=self.offset + self.size)
             self.size += region.count
 
     async def finish(self) -> os.stat_result:
@@ -159,8 +162,7 @@ class StagedFile:
         for path, offset, size in sources:
             src = os.open(path, O_READ)
             try:
-                copy_data(src, self.fd, size, src_offset=offset, dst_offset=self.size,
-                          chunk_size=self._chunk_size)
+                self._writes().copy(src, size, src_offset=offset, offset=self.size)
             finally:
                 os.close(src)
             self.size += size
@@ -171,7 +173,7 @@ class StagedFile:
         return await self._run(self._fill_from_fd, src_fd, size)
 
     def _fill_from_fd(self, src_fd: int, size: int) -> os.stat_result:
-        copy_data(src_fd, self.fd, size, dst_offset=0, chunk_size=self._chunk_size)
+        self._writes().copy(src_fd, size, src_offset=0, offset=0)
         self.size = size
         return self._finish([])
 

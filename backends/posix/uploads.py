@@ -385,7 +385,7 @@ class UploadStore:
                 with os_errors("CompleteMultipartUpload", missing=NoSuchUpload(upload_id)):
                     st = await staged.made_by(functools.partial(
                         assembly.take, directory, parts, durable=self._durable,
-                        chunk_size=self._chunk_size)) if in_place else None
+                        direct=self._objects.direct_io)) if in_place else None
                     if st is None:
                         await staged.open()
                         st = await staged.fill_from_files(

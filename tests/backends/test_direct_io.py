@@ -152,3 +152,102 @@ def test_a_writer_turned_off_writes_through_the_page_cache(direct_dir: Path) -> 
     _write(path, [[data]], 0, enabled=False)
     assert _all_cached(path)
     assert path.read_bytes() == data
+
+
+def _source(path: Path, size: int, seed: int) -> bytes:
+    """A file of ``size`` random bytes, none of them in the page cache."""
+    data = random.Random(seed).randbytes(size)
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return data
+
+
+def _copy(src: Path, dst: Path, count: int, *, src_offset: int, offset: int,
+          enabled: bool = True) -> None:
+    src_fd = os.open(src, os.O_RDONLY)
+    fd = os.open(dst, os.O_RDWR | os.O_CREAT, 0o644)
+    writer = DirectWriter(dst, fd, enabled=enabled)
+    try:
+        writer.copy(src_fd, count, src_offset=src_offset, offset=offset)
+        os.fsync(fd)
+    finally:
+        writer.close()
+        os.close(fd)
+        os.close(src_fd)
+
+
+@pytest.mark.parametrize("count", [100, MIN_DIRECT + 1, direct_io.COPY_CHUNK * 2 + 5])
+@pytest.mark.parametrize("src_offset", [0, 16, ALIGN - 1, ALIGN])
+@pytest.mark.parametrize("offset", [0, 10])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_copy_holds_the_bytes_of_the_source_range(
+        direct_dir: Path, count: int, src_offset: int, offset: int, enabled: bool) -> None:
+    data = _source(direct_dir / "src", src_offset + count + 3, seed=count + src_offset)
+    dst = direct_dir / "dst"
+    dst.write_bytes(b"y" * offset)
+    _copy(direct_dir / "src", dst, count, src_offset=src_offset, offset=offset,
+          enabled=enabled)
+    assert dst.read_bytes() == b"y" * offset + data[src_offset:src_offset + count]
+
+
+def test_a_copy_leaves_neither_file_in_the_page_cache(direct_dir: Path) -> None:
+    count = direct_io.COPY_CHUNK * 2 + 5
+    data = _source(direct_dir / "src", 16 + count, seed=6)
+    dst = direct_dir / "dst"
+    _copy(direct_dir / "src", dst, count, src_offset=16, offset=0)
+    assert resident_pages(direct_dir / "src", 0, 16 + count) == 0
+    # three reads, each written with a partial page at both ends
+    assert resident_pages(dst, 0, count) <= 6
+    assert dst.read_bytes() == data[16:]
+
+
+@pytest.mark.parametrize("count", [100, 3 * MiB])
+def test_a_source_shorter_than_the_count_is_an_error(direct_dir: Path, count: int) -> None:
+    _source(direct_dir / "src", count - 1, seed=7)
+    with pytest.raises(OSError) as raised:
+        _copy(direct_dir / "src", direct_dir / "dst", count, src_offset=0, offset=0)
+    assert raised.value.errno == errno.EIO
+
+
+def test_a_source_that_refuses_o_direct_is_copied_by_the_kernel(
+        direct_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Injected fault: a source on a file system that refuses O_DIRECT for reads only
+    # cannot be had next to one that takes it.
+    real = os.open
+
+    def open_(path: str, flags: int, *args: int) -> int:
+        if flags & os.O_DIRECT and str(path).startswith("/proc/self/fd/"):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(direct_io.os, "open", open_)
+    data = _source(direct_dir / "src", 3 * MiB, seed=8)
+    _copy(direct_dir / "src", direct_dir / "dst", 3 * MiB - 20, src_offset=20, offset=0)
+    assert (direct_dir / "dst").read_bytes() == data[20:]
+    assert _all_cached(direct_dir / "dst")
+
+
+def test_a_direct_read_refused_midway_has_the_rest_copied_by_the_kernel(
+        direct_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Injected fault: a read refused after others succeeded (a file system that changes
+    # its mind) cannot be had on demand.
+    real = os.preadv
+    reads = []
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
+        reads.append(offset)
+        if len(reads) > 1:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(direct_io.os, "preadv", preadv)
+    count = direct_io.COPY_CHUNK + 3 * MiB
+    data = _source(direct_dir / "src", count, seed=9)
+    _copy(direct_dir / "src", direct_dir / "dst", count, src_offset=0, offset=0)
+    assert len(reads) == 2
+    assert (direct_dir / "dst").read_bytes() == data

@@ -1,11 +1,13 @@
-"""Blocking file helpers: writes of many pieces at an offset."""
+"""Blocking file helpers: writes of many pieces at an offset, ranges shared by reflink."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from backends.files import pwritev_all
+import pytest
+
+from backends.files import clone_range, pwritev_all
 
 
 def test_pieces_are_written_in_order_at_the_offset_beyond_one_system_call(
@@ -20,3 +22,22 @@ def test_pieces_are_written_in_order_at_the_offset_beyond_one_system_call(
     finally:
         os.close(fd)
     assert path.read_bytes() == b"head" + b"".join(pieces)
+
+
+def test_a_file_system_without_shared_blocks_clones_nothing(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.write_bytes(os.urandom(1 << 20))
+    dst.write_bytes(b"")
+    with src.open("rb") as s, dst.open("r+b") as d:
+        if clone_range(s.fileno(), d.fileno(), 1 << 20, src_offset=0, dst_offset=0):
+            pytest.skip(f"the file system of {tmp_path} shares blocks")  # btrfs, XFS
+    assert dst.read_bytes() == b""
+
+
+def test_a_clone_of_an_unaligned_range_is_refused_without_an_error(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.write_bytes(os.urandom(3 * 4096))
+    dst.write_bytes(b"")
+    with src.open("rb") as s, dst.open("r+b") as d:
+        assert not clone_range(s.fileno(), d.fileno(), 4096, src_offset=16, dst_offset=0)
+    assert dst.read_bytes() == b""

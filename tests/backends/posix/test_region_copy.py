@@ -1,6 +1,6 @@
 """Bodies whose bytes lie in files and whose MD5 is known (a cache flush): the posix
-backend copies them file to file with copy_file_range, takes the MD5 it is given and
-reads nothing through Python; any other body is read and hashed as before."""
+backend copies them file to file (past the page cache where it can), takes the MD5 it is
+given and reads nothing through Python; any other body is read and hashed as before."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from backends.posix import PosixBackend
 from backends.regions import FileRegion
 from tests.backends.conformance import blob, md5_hex
 from tests.backends.posix.support import MIN_PART, get
+from tests.support.page_cache import resident_pages, writes_direct
 
 
 class RegionBody(DescribedBody):
@@ -63,6 +64,31 @@ async def test_put_and_part_copy_regions_and_take_the_known_md5(
                                    RegionBody(fd, pieces, hashlib.md5(want).digest()),  # type: ignore[arg-type]
                                    content_md5=hashlib.md5(want).digest())
     assert (part.etag, part.size) == (md5_hex(want), len(want))
+
+
+async def test_a_large_region_copy_leaves_the_object_out_of_the_page_cache(
+        tmp_path: Path) -> None:
+    if not writes_direct(tmp_path):
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    data = blob(9 << 20, seed=5)
+    path = tmp_path / "cache-file"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    store = PosixBackend(tmp_path / "root", min_part_size=MIN_PART, chunk_size=1 << 20)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        await store.create_bucket("bkt")
+        want = data[16:]  # after a header, as in the cache's data files
+        body = RegionBody(fd, [(16, len(want))], hashlib.md5(want).digest())
+        info = await store.put_object("bkt", "k", body, meta=ObjectMeta())  # type: ignore[arg-type]
+        stored = tmp_path / "root" / "bkt" / "k"
+        assert resident_pages(stored, 0, info.size) <= 4  # partial pages at read ends
+        assert resident_pages(path, 0, len(data)) == 0
+        assert await get(store, "k") == want
+    finally:
+        os.close(fd)
+        await store.aclose()
 
 
 async def test_a_body_without_a_known_md5_is_read_and_hashed(
