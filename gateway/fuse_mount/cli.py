@@ -68,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="a mount writing a shared file renews its lease a third of the way "
                         "into it; one that stops (it died) is counted as gone once it "
                         "expires, on the gateway's clock (default 60s)")
+    p.add_argument("--direct-io", action="append", default=[], metavar="GLOB",
+                   dest="direct_files",
+                   help="keys (glob, e.g. 'ckpt/*') read and written past the kernel's page "
+                        "cache, each read and write sent to the mount as the program asks "
+                        "(for large sequential I/O; no shared mmap); repeatable")
     p.add_argument("--route-to-owners", action="store_true",
                    help="endpoint is a member of a Squall cluster: send each object request "
                         "straight to the key's owner (the member URLs must be reachable)")
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             max_inflight=args.max_inflight, staging_dir=args.staging_dir,
             max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
             route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle),
-            shared_files=tuple(args.shared_files),
+            shared_files=tuple(args.shared_files), direct_files=tuple(args.direct_files),
             shared_lease=_duration("--shared-lease", args.shared_lease))
         check_mountpoint(settings.mountpoint)
         _check_bucket(settings)
@@ -153,6 +158,8 @@ def _spawn_background(args: argparse.Namespace) -> int:
     for pattern in args.shared_files:
         argv += ["--shared-files", pattern]
     argv += ["--shared-lease", args.shared_lease]
+    for pattern in args.direct_files:
+        argv += ["--direct-io", pattern]
     if args.log_file:
         argv += ["--log-file", str(args.log_file.absolute())]
     if args.ca_bundle:

@@ -14,8 +14,8 @@ from gateway.fuse_mount.handles import Handle, OpenFiles, ReadStream
 from gateway.fuse_mount.namespace import Namespace, PathError, key_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
 from gateway.fuse_mount.reader import ReadAhead
-from gateway.fuse_mount.settings import MountSettings
-from gateway.fuse_mount.shared import SharedFile, is_shared
+from gateway.fuse_mount.settings import MountSettings, named_by
+from gateway.fuse_mount.shared import SharedFile
 from gateway.fuse_mount.shared_upload import LeaseRenewer
 from gateway.fuse_mount.store import BucketClient
 from gateway.fuse_mount.stream import StreamReads
@@ -44,7 +44,11 @@ class FileOpener:
 
     def shared(self, path: str) -> bool:
         """Whether ``path`` is named by ``--shared-files``."""
-        return is_shared(key_of(path), self._settings.shared_files)
+        return named_by(key_of(path), self._settings.shared_files)
+
+    def direct(self, path: str) -> bool:
+        """Whether ``path`` is named by ``--direct-io`` (no page cache for its handles)."""
+        return named_by(key_of(path), self._settings.direct_files)
 
     def new_file(self, path: str, *, truncate: bool,
                  metadata: dict[str, str] | None = None, writable: bool = False) -> OpenFile:

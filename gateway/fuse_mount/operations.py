@@ -254,6 +254,8 @@ class BucketOperations(mfusepy.Operations):
             self._opener.handle(fh).direct_io = True
             if f is new:
                 self._opener.start_shared(fh, f)
+        elif self._opener.direct(path):
+            self._opener.handle(fh).direct_io = True
         self._ns.created(path)
         self._view.removed(path)  # a new inode, with nothing cached
         return fh
@@ -287,6 +289,8 @@ class BucketOperations(mfusepy.Operations):
             etag = version.etag if version is not None else None
             handle.keep_cache = self._view.keep_cache(path, etag)
             self._view.opened(path, etag)
+        if self._opener.direct(path):
+            handle.direct_io = True  # reads and writes go to the mount as they are asked
         return fh
 
     def open_flags(self, fh: int) -> tuple[bool, bool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from gateway.fuse_mount.store import GatewayCredentials
@@ -37,6 +38,8 @@ class MountSettings:
     shared_files: tuple[str, ...] = ()
     #: seconds a shared file's writer stays counted without renewing (a mount that died)
     shared_lease: float = 60.0
+    #: globs of keys read and written past the kernel's page cache (FOPEN_DIRECT_IO)
+    direct_files: tuple[str, ...] = ()
     #: PEM CA certificates that verify an https:// endpoint (None: the system's)
     ca_bundle: Path | None = None
 
@@ -59,6 +62,11 @@ class MountSettings:
     @property
     def readahead_blocks(self) -> int:
         return -(-self.readahead // self.block_size)
+
+
+def named_by(key: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``key`` matches one of the globs ``patterns`` (``*`` spans ``/`` too)."""
+    return any(fnmatchcase(key, p) for p in patterns)
 
 
 def credentials_from_env(environ: Mapping[str, str] = os.environ) -> GatewayCredentials:

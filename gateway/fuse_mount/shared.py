@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future, wait
-from fnmatch import fnmatchcase
 
 from backends.errors import NoSuchKey
 from gateway.fuse_mount.errors import UploadFailed
@@ -150,8 +149,3 @@ class SharedFile(OpenFile):
                 self._settle_sending(check=False)  # none may read the staging file closed
                 self._close_staging()
                 self.released = True
-
-
-def is_shared(key: str, patterns: tuple[str, ...]) -> bool:
-    """Whether ``key`` is a shared file (matches one of the ``--shared-files`` globs)."""
-    return any(fnmatchcase(key, p) for p in patterns)
