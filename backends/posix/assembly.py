@@ -211,8 +211,8 @@ def take(directory: Path, chosen: Sequence[StoredPart], link: Path, *, durable: 
     (:func:`in_place` holds) under the new name ``link``; the parts of their own files are
     copied in (past the page cache with ``direct``). Returns the file's open descriptor,
     or None (nothing made) when it cannot be taken: a placed write is running, the file is
-    already an object's, or the file system has no hard links. Once it returned a descriptor, the caller calls :func:`unseal`
-    unless the object is committed."""
+    already an object's, or the file system has no hard links. Once it returned a
+    descriptor, the caller calls :func:`unseal` unless the object is committed."""
     fd = os.open(directory / ASSEMBLY, _O_RDWR)
     try:
         if os.fstat(fd).st_nlink != 1:

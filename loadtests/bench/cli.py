@@ -458,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     render = render_markdown if args.markdown else render_text
     tables = [build_table(rows, baseline, columns), build_ratio_table(rows, columns),
-              build_cpu_table(rows, columns)]
+              build_cpu_table(rows, columns), build_cpu_table(rows, columns, client=True)]
     for table in tables:
         if table.rows:
             print(render(table))

@@ -35,6 +35,8 @@ class Measurement:
     rates: tuple[float, float] | None = None  # (MiB/s, ops/s)
     #: the server's CPU seconds (user + system) over the timed phase, when known
     cpu_seconds: float | None = None
+    #: the load generator's own CPU seconds over the timed phase (the built-in client)
+    client_cpu_seconds: float | None = None
 
     @property
     def mib_s(self) -> float:
@@ -54,10 +56,18 @@ class Measurement:
     @property
     def cpu_us_per_op(self) -> float | None:
         """Server CPU microseconds per operation (None when not measured)."""
-        if self.cpu_seconds is None:
+        return self._per_op(self.cpu_seconds)
+
+    @property
+    def client_cpu_us_per_op(self) -> float | None:
+        """The load generator's CPU microseconds per operation (None when not measured)."""
+        return self._per_op(self.client_cpu_seconds)
+
+    def _per_op(self, seconds: float | None) -> float | None:
+        if seconds is None:
             return None
         ops = self.ops or (self.rates[1] * self.seconds if self.rates else 0)
-        return self.cpu_seconds * 1e6 / ops if ops else None
+        return seconds * 1e6 / ops if ops else None
 
     @property
     def p50_ms(self) -> float:
@@ -159,8 +169,10 @@ async def run_workload(target: Target, wl: Workload, prefix: str,
     start = time.perf_counter()
     run.deadline = start + wl.duration
     cpu_before = cpu() if cpu is not None else None
+    client_before = time.process_time()
     await asyncio.gather(*(run.worker(n) for n in range(wl.clients)))
     run.m.seconds = time.perf_counter() - start
+    run.m.client_cpu_seconds = time.process_time() - client_before
     if cpu is not None and cpu_before is not None:
         run.m.cpu_seconds = cpu() - cpu_before
     await _bounded(wl.clients, (partial(_forget, target, k) for k in run.pool))

@@ -120,21 +120,24 @@ def build_ratio_table(workloads: Sequence[RowSpec], columns: Sequence[Column]) -
     return Table(tuple(headers), tuple(rows))
 
 
-def build_cpu_table(workloads: Sequence[RowSpec], columns: Sequence[Column]) -> Table:
-    """Server CPU microseconds (user + system) per operation, per target."""
-    measured = [c for c in columns if any(
-        isinstance(r, Measurement) and r.cpu_us_per_op is not None
-        for r in c.results.values())]
+def build_cpu_table(workloads: Sequence[RowSpec], columns: Sequence[Column], *,
+                    client: bool = False) -> Table:
+    """Server CPU microseconds (user + system) per operation, per target; with ``client``,
+    the load generator's own, which bounds a workload it cannot drive faster."""
+
+    def per_op(result: Result | None) -> float | None:
+        if not isinstance(result, Measurement):
+            return None
+        return result.client_cpu_us_per_op if client else result.cpu_us_per_op
+
+    measured = [c for c in columns if any(per_op(r) is not None for r in c.results.values())]
     if not measured:
         return Table((), ())
-    headers = ["server CPU us/op", *(c.name for c in measured)]
+    headers = ["client CPU us/op" if client else "server CPU us/op", *(c.name for c in measured)]
     rows = []
     for wl in workloads:
-        cells = []
-        for col in measured:
-            result = col.results.get(wl.key)
-            per_op = result.cpu_us_per_op if isinstance(result, Measurement) else None
-            cells.append("-" if per_op is None else format_value(per_op))
+        cells = [format_value(v) if (v := per_op(col.results.get(wl.key))) is not None else "-"
+                 for col in measured]
         rows.append((wl.title, *cells))
     return Table(tuple(headers), tuple(rows))
 

@@ -91,3 +91,13 @@ def test_cpu_table_shows_microseconds_per_operation() -> None:
                                 Column("ext", None, {PUT.key: m(mib=1)})])
     assert t.headers == ("server CPU us/op", "squall")
     assert t.rows == ((PUT.title, "500000"),)  # 0.5 s of CPU over 1 operation
+
+
+def test_client_cpu_table_shows_the_load_generators_microseconds_per_operation() -> None:
+    measured, external = m(mib=100), m(mib=1)
+    measured.cpu_seconds, measured.client_cpu_seconds = 0.5, 0.25
+    external.client_cpu_seconds = 0.125
+    t = build_cpu_table([PUT], [Column("squall", True, {PUT.key: measured}),
+                                Column("ext", None, {PUT.key: external})], client=True)
+    assert t.headers == ("client CPU us/op", "squall", "ext")
+    assert t.rows == ((PUT.title, "250000", "125000"),)
