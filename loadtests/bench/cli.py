@@ -13,7 +13,6 @@ back) with as many threads as the workload has clients. One table is printed to 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import secrets
@@ -22,11 +21,11 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from backends.units import parse_duration, parse_size
 from loadtests.bench.configs import (
@@ -38,9 +37,10 @@ from loadtests.bench.configs import (
     server_command,
 )
 from loadtests.bench.cpu import cpu_seconds
-from loadtests.bench.engine import Measurement, run_workload
+from loadtests.bench.engine import Measurement, run_loop, run_workload
 from loadtests.bench.locust_run import LocustFailed, LocustWorkload, locust_command, run_locust
 from loadtests.bench.peers import PEERS, parse_peers, peer_server
+from loadtests.bench.processes import run_processes
 from loadtests.bench.server import (
     HEALTH_PATH,
     ServerFailed,
@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--duration", default="10s", help="time limit of each timed run")
     p.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="processes of the built-in client sharing each workload's clients (one "
+        "process takes bodies on one core, the bound of large GETs on small machines)",
+    )
+    p.add_argument(
         "--sustained",
         action="store_true",
         help="every run lasts --duration (default here 60s) whatever the operation counts",
@@ -176,20 +183,20 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
 async def _native_s3(endpoint: str, signer: Signer, bucket: str, wl: Workload,
                      cpu: Callable[[], float] | None = None) -> Measurement:
     target = S3Target(endpoint, bucket, signer, clients=wl.clients)
     try:
         await target.create_bucket()
         return await run_workload(target, wl, f"bench-{uuid.uuid4().hex[:8]}", cpu)
+    finally:
+        await target.close()
+
+
+async def _create_bucket(endpoint: str, signer: Signer, bucket: str) -> None:
+    target = S3Target(endpoint, bucket, signer, clients=1)
+    try:
+        await target.create_bucket()
     finally:
         await target.close()
 
@@ -249,7 +256,7 @@ class Driver:
         root.mkdir(parents=True, exist_ok=True)
         for row in self.rows:
             if isinstance(row, Workload):
-                runs = [_run(_native_posix(root, row)) for _ in range(self.args.repeat)]
+                runs = [run_loop(_native_posix(root, row)) for _ in range(self.args.repeat)]
                 results[row.key] = median_run(runs, row.unit)
                 _report("posix direct", row, results[row.key])
         shutil.rmtree(root, ignore_errors=True)
@@ -295,7 +302,9 @@ class Driver:
     def _one(self, name: str, endpoint: str, row: Row, pid: int | None) -> Measurement:
         cpu = partial(cpu_seconds, pid) if pid is not None else None
         if isinstance(row, Workload) and self.args.tool == "native":
-            return _run(_native_s3(endpoint, self.signer, self.args.bucket, row, cpu))
+            if self.args.client_processes > 1 and row.clients > 1:
+                return self._in_processes(endpoint, row, cpu)
+            return run_loop(_native_s3(endpoint, self.signer, self.args.bucket, row, cpu))
         before = cpu() if cpu is not None else None
         measured = self._external(name, endpoint, row)
         if cpu is not None and before is not None:
@@ -303,6 +312,12 @@ class Driver:
             measured.seconds = measured.seconds or (
                 row.seconds if isinstance(row, LocustWorkload) else row.duration)
         return measured
+
+    def _in_processes(self, endpoint: str, row: Workload,
+                      cpu: Callable[[], float] | None) -> Measurement:
+        run_loop(_create_bucket(endpoint, self.signer, self.args.bucket))
+        return run_processes(endpoint, self.credentials, self.args.region, self.args.bucket,
+                             row, self.args.client_processes, cpu)
 
     def _external(self, name: str, endpoint: str, row: Row) -> Measurement:
         if isinstance(row, LocustWorkload):

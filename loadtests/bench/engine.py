@@ -12,13 +12,16 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from typing import Any, TypeVar
 
 from loadtests.bench.targets import Target, TargetError
 from loadtests.bench.workloads import MIXED_WEIGHTS, Workload
 from loadtests.units import percentile
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -158,14 +161,29 @@ class _Run:
             self.busy[key] -= 1
 
 
+def run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on uvloop (asyncio's own loop where uvloop is missing)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 async def run_workload(target: Target, wl: Workload, prefix: str,
-                       cpu: Callable[[], float] | None = None) -> Measurement:
+                       cpu: Callable[[], float] | None = None, *,
+                       phase: tuple[Callable[[], object], Callable[[], object]] | None = None
+                       ) -> Measurement:
     """Prepare, time and clean up one run of ``wl`` against ``target``; ``cpu`` returns
-    the server's CPU seconds so far (sampled around the timed phase)."""
+    the server's CPU seconds so far (sampled around the timed phase); ``phase`` is called
+    (blocking) right before the timed phase and right after it (other processes' runs
+    wait for each other there)."""
     data = _data(wl.size)
     prepared = [f"{prefix}/pre/o{i}" for i in range(wl.objects)]
     await _bounded(wl.clients, (partial(target.put, k, data) for k in prepared))
     run = _Run(target, wl, prefix, list(prepared))
+    if phase is not None:
+        phase[0]()
     start = time.perf_counter()
     run.deadline = start + wl.duration
     cpu_before = cpu() if cpu is not None else None
@@ -173,6 +191,8 @@ async def run_workload(target: Target, wl: Workload, prefix: str,
     await asyncio.gather(*(run.worker(n) for n in range(wl.clients)))
     run.m.seconds = time.perf_counter() - start
     run.m.client_cpu_seconds = time.process_time() - client_before
+    if phase is not None:
+        phase[1]()
     if cpu is not None and cpu_before is not None:
         run.m.cpu_seconds = cpu() - cpu_before
     await _bounded(wl.clients, (partial(_forget, target, k) for k in run.pool))
