@@ -16,6 +16,7 @@ import pytest
 from backends import direct_io
 from backends.direct_io import ALIGN, MIN_DIRECT, DirectWriter
 from tests.support.page_cache import resident_pages, writes_direct
+from tests.support.reflink_fs import reflink_fs
 
 MiB = 1 << 20
 
@@ -251,3 +252,18 @@ def test_a_direct_read_refused_midway_has_the_rest_copied_by_the_kernel(
     _copy(direct_dir / "src", direct_dir / "dst", count, src_offset=0, offset=0)
     assert len(reads) == 2
     assert (direct_dir / "dst").read_bytes() == data
+
+
+def test_a_copy_on_a_file_system_with_reflinks_shares_aligned_ranges(tmp_path: Path) -> None:
+    with reflink_fs(tmp_path) as root:
+        data = _source(root / "src", 6 * MiB, seed=10)
+        os.sync()
+        free = os.statvfs(root).f_bfree * os.statvfs(root).f_frsize
+        _copy(root / "src", root / "shared", 4 * MiB, src_offset=ALIGN, offset=0)
+        _copy(root / "src", root / "copied", 4 * MiB, src_offset=16, offset=0)
+        os.sync()
+        used = free - os.statvfs(root).f_bfree * os.statvfs(root).f_frsize
+        assert 4 * MiB <= used < 5 * MiB  # the unaligned copy's blocks only
+        assert resident_pages(root / "copied", 0, 4 * MiB) <= 2  # read and written direct
+        assert (root / "shared").read_bytes() == data[ALIGN:ALIGN + 4 * MiB]
+        assert (root / "copied").read_bytes() == data[16:16 + 4 * MiB]
