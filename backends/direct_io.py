@@ -99,11 +99,12 @@ class DirectWriter:
         page cache; copy_file_range where that is not possible (writes through the page
         cache, fewer than ``MIN_DIRECT`` bytes, a source on a file system that refuses
         ``O_DIRECT``). Raises OSError(EIO) when the source is shorter than ``count``."""
-        if count >= MIN_DIRECT and clone_range(src_fd, self._fd, count,
-                                               src_offset=src_offset, dst_offset=offset):
-            return
-        src = self._open_source(src_fd) if count >= MIN_DIRECT and self._open() else -1
-        done = 0
+        src, done = -1, 0
+        if count >= MIN_DIRECT:
+            if clone_range(src_fd, self._fd, count, src_offset=src_offset, dst_offset=offset):
+                return
+            if self._open():
+                src = self._open_source(src_fd)
         if src >= 0:
             buf = _buffers.take(COPY_CHUNK + ALIGN)
             try:

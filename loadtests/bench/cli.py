@@ -193,14 +193,6 @@ async def _native_s3(endpoint: str, signer: Signer, bucket: str, wl: Workload,
         await target.close()
 
 
-async def _create_bucket(endpoint: str, signer: Signer, bucket: str) -> None:
-    target = S3Target(endpoint, bucket, signer, clients=1)
-    try:
-        await target.create_bucket()
-    finally:
-        await target.close()
-
-
 async def _native_posix(root: Path, wl: Workload) -> Measurement:
     target = PosixTarget(root, clients=wl.clients)
     try:
@@ -303,7 +295,8 @@ class Driver:
         cpu = partial(cpu_seconds, pid) if pid is not None else None
         if isinstance(row, Workload) and self.args.tool == "native":
             if self.args.client_processes > 1 and row.clients > 1:
-                return self._in_processes(endpoint, row, cpu)
+                return run_processes(endpoint, self.credentials, self.args.region,
+                                     self.args.bucket, row, self.args.client_processes, cpu)
             return run_loop(_native_s3(endpoint, self.signer, self.args.bucket, row, cpu))
         before = cpu() if cpu is not None else None
         measured = self._external(name, endpoint, row)
@@ -312,12 +305,6 @@ class Driver:
             measured.seconds = measured.seconds or (
                 row.seconds if isinstance(row, LocustWorkload) else row.duration)
         return measured
-
-    def _in_processes(self, endpoint: str, row: Workload,
-                      cpu: Callable[[], float] | None) -> Measurement:
-        run_loop(_create_bucket(endpoint, self.signer, self.args.bucket))
-        return run_processes(endpoint, self.credentials, self.args.region, self.args.bucket,
-                             row, self.args.client_processes, cpu)
 
     def _external(self, name: str, endpoint: str, row: Row) -> Measurement:
         if isinstance(row, LocustWorkload):

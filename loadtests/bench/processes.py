@@ -39,23 +39,22 @@ def share(wl: Workload, processes: int, index: int) -> Workload:
 
 def merge(parts: list[Measurement], seconds: float) -> Measurement:
     """One measurement of the processes' phases, which lasted ``seconds`` together."""
-    merged = Measurement(seconds=seconds)
+    merged = Measurement(seconds=seconds, client_cpu_seconds=sum(
+        m.client_cpu_seconds or 0.0 for m in parts))
     for m in parts:
         merged.ops += m.ops
         merged.nbytes += m.nbytes
         merged.errors += m.errors
         merged.first_error = merged.first_error or m.first_error
         merged.latencies.extend(m.latencies)
-        merged.client_cpu_seconds = (merged.client_cpu_seconds or 0.0) + (
-            m.client_cpu_seconds or 0.0)
     return merged
 
 
 def run_processes(endpoint: str, credentials: Credentials, region: str, bucket: str,
                   wl: Workload, processes: int,
                   cpu: Callable[[], float] | None = None) -> Measurement:
-    """Run ``wl`` from ``processes`` client processes (at most one per client); ``cpu``
-    is the server's CPU."""
+    """Run ``wl`` from ``processes`` client processes (at most one per client) on
+    ``bucket`` (created if need be); ``cpu`` is the server's CPU."""
     processes = max(1, min(processes, wl.clients))
     context = multiprocessing.get_context("spawn")
     marks = context.Array("d", 4)  # server CPU and clock at the start and the end
@@ -103,6 +102,7 @@ def _child(results: Any, endpoint: str, credentials: Credentials, region: str, b
     async def main() -> Measurement:
         target = S3Target(endpoint, bucket, Signer(credentials, region), clients=wl.clients)
         try:
+            await target.create_bucket()  # the first one makes it, the others find it
             return await run_workload(target, wl, prefix, phase=(start.wait, end.wait))
         finally:
             await target.close()

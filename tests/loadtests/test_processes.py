@@ -3,7 +3,6 @@ operations and objects; together they do the workload once, timed as one phase."
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import multiprocessing
 
@@ -12,9 +11,8 @@ from botocore.credentials import Credentials
 
 from loadtests.bench.engine import Measurement
 from loadtests.bench.processes import merge, run_processes, share
-from loadtests.bench.targets import S3Target, TargetError
+from loadtests.bench.targets import TargetError
 from loadtests.bench.workloads import Workload
-from loadtests.sigv4 import Signer
 from tests.loadtests.conftest import ACCESS_KEY, SECRET_KEY
 
 GET = Workload("get", 4096, 5, 41, 60.0, 7)
@@ -43,17 +41,8 @@ def _cpu() -> float:
     return 1.0  # a server's CPU, constant: its share of the phase is 0
 
 
-async def _create_bucket(endpoint: str, credentials: Credentials, bucket: str) -> None:
-    target = S3Target(endpoint, bucket, Signer(credentials), clients=1)
-    try:
-        await target.create_bucket()
-    finally:
-        await target.close()
-
-
 def test_two_processes_run_a_workload_once(endpoint: str) -> None:
     credentials = Credentials(ACCESS_KEY, SECRET_KEY)
-    asyncio.run(_create_bucket(endpoint, credentials, "processes-test"))
     m = run_processes(endpoint, credentials, "us-east-1", "processes-test",
                       Workload("get", 100_000, 4, 20, 60.0, 6), 2, _cpu)
     assert (m.ops, m.nbytes, m.errors) == (20, 2_000_000, 0)
