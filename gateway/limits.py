@@ -141,7 +141,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     def _feed(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
         try:
-            self.parser.feed_data(data)
+            self.feed(data)
         except httptools.HttpParserUpgrade:
             pass  # no upgrades (WebSocket) here: the request is served as plain HTTP
         except httptools.HttpParserError:

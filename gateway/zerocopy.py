@@ -1,5 +1,6 @@
-"""Zero-copy response bodies: uvicorn's httptools protocol with the ASGI
-``http.response.zerocopysend`` extension, served by sendfile(2).
+"""Bodies with fewer copies: uvicorn's httptools protocol with the ASGI
+``http.response.zerocopysend`` extension, served by sendfile(2), and request bodies handed
+to the application as the socket's reads.
 
 An application that finds ``"http.response.zerocopysend"`` in ``scope["extensions"]``
 may send ``{"type": "http.response.zerocopysend", "file": f, "offset": o, "count": n,
@@ -13,17 +14,26 @@ for the device, never the event loop), sending while the client keeps taking the
 (a full socket buffer is waited for in the thread for up to ``SPIN_MS``); after that the
 event loop waits for the socket to take more, through a duplicate of its fd (uvloop
 watches the original for the transport).
+
+A request body of a stated length goes past httptools once the head is parsed (the parser
+would copy every byte into a new object) and past uvicorn's body buffer (two more
+copies): each read inside the body is one ``http.request`` message as it came from the
+socket. Chunked bodies still go through the parser.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import select
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from backends.blocking import run_blocking
@@ -37,21 +47,103 @@ _GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN)
 
 
 class ZeroCopyHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol whose requests may answer with sendfile."""
+    """uvicorn's httptools protocol whose requests may answer with sendfile, and whose
+    request bodies of a known length reach the application as the socket's reads, past
+    the parser (see :meth:`feed`)."""
+
+    _body_left = 0  # bytes of the current body (a Content-Length) not delivered yet
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; a read inside a body of a known length goes to the application
+        without the parser, which would copy it (its end replaces the parser with a new
+        one, as the old one still counts the body, and completes the request)."""
+        left = self._body_left
+        if left:
+            taken = data if len(data) <= left else data[:left]
+            self.on_body(taken)
+            if self._body_left:
+                return
+            data = data[len(taken):]
+            self.parser = _new_parser(self)
+            self.on_message_complete()
+            if not data:
+                return
+        self.parser.feed_data(data)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._body_left = 0
         if self.scheme == "http":  # sendfile bypasses TLS: only for plain connections
             self.scope["extensions"] = {EXTENSION: {}}
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        if type(self.cycle) is RequestResponseCycle:
-            self.cycle.__class__ = ZeroCopyCycle
+        cycle = self.cycle
+        if type(cycle) is RequestResponseCycle:
+            cycle.__class__ = ZeroCopyCycle
+            assert isinstance(cycle, ZeroCopyCycle)
+            cycle.pieces, cycle.held = deque(), 0
+            self._body_left = _content_length(self.headers)
+
+    def on_body(self, body: bytes) -> None:
+        if self._body_left:  # a stated length (a chunked body's is not known)
+            self._body_left -= len(body)
+        cycle = self.cycle
+        if type(cycle) is not ZeroCopyCycle:
+            return super().on_body(body)
+        if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
+            return
+        cycle.pieces.append(body)
+        cycle.held += len(body)
+        if cycle.held > HIGH_WATER_LIMIT:
+            self.flow.pause_reading()
+        cycle.message_event.set()
+
+
+def _new_parser(protocol: HttpToolsProtocol) -> httptools.HttpRequestParser:
+    """A parser as uvicorn makes one for a connection."""
+    parser = httptools.HttpRequestParser(protocol)
+    with contextlib.suppress(AttributeError):  # httptools < 0.6.3
+        parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int:
+    """The body's length when the request states it plainly (one Content-Length, no
+    Transfer-Encoding); else 0 (the parser then reads the body)."""
+    lengths = [value for name, value in headers if name == b"content-length"]
+    if len(lengths) != 1 or not lengths[0].isdigit() \
+            or any(name == b"transfer-encoding" for name, _ in headers):
+        return 0
+    return int(lengths[0])
 
 
 class ZeroCopyCycle(RequestResponseCycle):
-    """A request/response cycle that also takes ``http.response.zerocopysend``."""
+    """A request/response cycle that also takes ``http.response.zerocopysend``, and
+    hands the request body to the application in the pieces the parser gave, without
+    joining them (uvicorn copies every byte twice more: into a buffer, then out of it)."""
+
+    pieces: deque[bytes]  # body pieces not received yet, ``held`` bytes
+    held: int
+
+    async def receive(self) -> Any:
+        if self.waiting_for_100_continue and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_for_100_continue = False
+        if not self.pieces and not self.disconnected and not self.response_complete:
+            self.flow.resume_reading()
+            await self.message_event.wait()
+            self.message_event.clear()
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        body = b""
+        if self.pieces:
+            body = self.pieces.popleft()
+            self.held -= len(body)
+            if not self.pieces:
+                self.message_event.clear()
+        return {"type": "http.request", "body": body,
+                "more_body": self.more_body or bool(self.pieces)}
 
     async def send(self, message: Any) -> None:
         if message["type"] != EXTENSION:

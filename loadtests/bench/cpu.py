@@ -43,3 +43,11 @@ def cpu_seconds(pid: int) -> float:
         total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
         stack.extend(_children(current))
     return total
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds every core of this machine has been busy so far (all processes, the
+    kernel's threads and interrupts; idle and I/O wait excluded), from ``/proc/stat``."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _TICKS

@@ -18,8 +18,10 @@ and, when ``s3fs`` is installed (Debian package ``s3fs``), on an s3fs-fuse mount
 gateway. One Markdown table is printed with the ratios mount/boto3 and mount/s3fs.
 With ``--repeat N`` every workload runs N times per column and each cell is the median
 (runs on a machine shared with other work vary a lot). ``--cpu`` adds the CPU time per MiB
-(per file) of the squall mount process, of boto3 (this process) and of the gateway in each
-case, read from ``/proc/PID/stat``: steadier than throughput on a shared machine. ``--mount-option`` passes an option
+(per file) of the squall mount process, of boto3 (this process), of s3fs, of the gateway and
+of the whole machine in each case (``/proc/PID/stat``, ``/proc/stat``: steadier than
+throughput on a shared machine), and the cores each kept busy (a workload whose machine
+column nears the core count is bound by the CPU). ``--mount-option`` passes an option
 to ``squall mount`` (e.g. ``--mount-option=--writeback-cache``); the column is named after it.
 Every process started here is stopped by its PID and every mount unmounted, also on failure.
 """
@@ -39,9 +41,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from loadtests.bench.cpu import cpu_seconds, machine_cpu_seconds
 from loadtests.bench.server import ServerProcess, free_port
 from loadtests.bench.table import format_value
 
@@ -136,52 +140,54 @@ def render_markdown(rows: Sequence[Sequence[str]]) -> str:
 # CPU time
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds used so far by process ``pid`` (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuMeter:
-    """CPU time per unit of work (ms per MiB or per file) of named processes, per workload;
-    the pid None is this process."""
+    """CPU time per unit of work (ms per MiB or per file) of named clocks (CPU seconds so
+    far: of a process, of this one, of the whole machine), per workload; and the cores
+    each kept busy meanwhile (CPU seconds per second of the workload)."""
 
-    def __init__(self, pids: Mapping[str, int | None]) -> None:
-        self._pids = dict(pids)
+    def __init__(self, clocks: Mapping[str, Callable[[], float]]) -> None:
+        self._clocks = dict(clocks)
         self.runs: dict[str, list[dict[str, float]]] = {}
+        self.cores: dict[str, list[dict[str, float]]] = {}
 
     @property
     def names(self) -> list[str]:
-        return list(self._pids)
+        return list(self._clocks)
 
     def _now(self) -> dict[str, float]:
-        return {name: time.process_time() if pid is None else cpu_seconds(pid)
-                for name, pid in self._pids.items()}
+        return {name: clock() for name, clock in self._clocks.items()}
 
     @contextmanager
     def measure(self, key: str, units: float) -> Iterator[None]:
-        before = self._now()
+        before, start = self._now(), time.perf_counter()
         yield
-        after = self._now()
+        after, seconds = self._now(), time.perf_counter() - start
+        used = {name: after[name] - before[name] for name in after}
         self.runs.setdefault(key, []).append(
-            {name: (after[name] - before[name]) * 1000 / units for name in after})
+            {name: cpu * 1000 / units for name, cpu in used.items()})
+        self.cores.setdefault(key, []).append(
+            {name: cpu / seconds for name, cpu in used.items()})
 
-    def medians(self) -> dict[str, dict[str, float]]:
+    def medians(self, *, cores: bool = False) -> dict[str, dict[str, float]]:
+        """Per workload, the median of each clock's ms per unit (``cores``: cores busy)."""
+        measured = self.cores if cores else self.runs
         return {key: {name: statistics.median(r[name] for r in runs) for name in runs[0]}
-                for key, runs in self.runs.items()}
+                for key, runs in measured.items()}
 
 
-def cpu_table(meters: Sequence[CpuMeter], workloads: Sequence[Workload] = WORKLOADS
-              ) -> list[list[str]]:
-    """Header row, then per workload the CPU ms per unit of every process measured."""
-    medians = [m.medians() for m in meters]
+def cpu_table(meters: Sequence[CpuMeter], workloads: Sequence[Workload] = WORKLOADS, *,
+              cores: bool = False) -> list[list[str]]:
+    """Header row, then per workload the CPU ms per unit of every clock measured (with
+    ``cores``: the cores each kept busy)."""
+    medians = [m.medians(cores=cores) for m in meters]
     names = [name for m in meters for name in m.names]
-    rows = [["workload", "CPU per", *names]]
+    rows = [["workload", *([] if cores else ["CPU per"]), *names]]
     for w in workloads:
-        per = "file" if w.unit == "files/s" else "MiB"
-        cells = [f"{med[w.key][name]:.2f} ms" if w.key in med else "-"
+        per = [] if cores else ["file" if w.unit == "files/s" else "MiB"]
+        cells = [(f"{med[w.key][name]:.2f}" if cores else f"{med[w.key][name]:.2f} ms")
+                 if w.key in med else "-"
                  for m, med in zip(meters, medians, strict=True) for name in m.names]
-        rows.append([w.title, per, *cells])
+        rows.append([w.title, *per, *cells])
     return rows
 
 
@@ -403,6 +409,7 @@ class Report:
     columns: tuple[Column, Column, Column]
     notes: tuple[str, ...]
     cpu: tuple[list[str], ...] = ()  # rows of the CPU table (--cpu), header first
+    cores: tuple[list[str], ...] = ()  # rows of the cores-busy table (--cpu), header first
 
     def markdown(self) -> str:
         text = render_markdown(build_table(*self.columns))
@@ -410,6 +417,9 @@ class Report:
             text += "\n\n" + "\n".join(f"* {n}" for n in self.notes)
         if self.cpu:
             text += "\n\nCPU time per unit of work (median):\n\n" + render_markdown(self.cpu)
+        if self.cores:
+            text += ("\n\nCores kept busy during each workload (median; this machine has "
+                     f"{os.cpu_count()}):\n\n" + render_markdown(self.cores))
         return text
 
 
@@ -453,19 +463,27 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
         argv = squall_mount_argv(endpoint, bucket, workdir / "mnt", mount_options)
         pids: list[int] = []
         meters: list[CpuMeter] = []
+        gateway_pid = server.pid if cpu else None
+
+        def meter(client: str, clock: Callable[[], float], column: str) -> CpuMeter | None:
+            """The CPU meter of one column (None without ``--cpu``)."""
+            if gateway_pid is None:
+                return None
+            meters.append(CpuMeter({client: clock,
+                                    f"gateway ({column})": partial(cpu_seconds, gateway_pid),
+                                    f"machine ({column})": machine_cpu_seconds}))
+            return meters[-1]
+
         with mounted(argv, workdir / "mnt", workdir / "mount.log", env=child_env(),
                      pids=pids) as root:
-            if cpu and server.pid is not None:
-                meters.append(CpuMeter({"mount process": pids[0],
-                                        "gateway (mount)": server.pid}))
-            mount = Column(name, fs_runs(root, meters[0] if meters else None))
+            mount = Column(name, fs_runs(root, meter("mount process",
+                                                     partial(cpu_seconds, pids[0]), "mount")))
         progress("boto3")
         bucket = new_bucket("boto3")
-        if cpu and server.pid is not None:
-            meters.append(CpuMeter({"boto3 client": None, "gateway (boto3)": server.pid}))
+        boto3_meter = meter("boto3 client", time.process_time, "boto3")
         direct = Column("boto3", median_cells([
             boto3_workloads(s3, bucket, source, sizes, i, cold_reads=cold_reads,
-                            cpu=meters[-1] if cpu and meters else None)
+                            cpu=boto3_meter)
             for i in range(repeat)]))
         s3fs_results: dict[str, Cell]
         if not with_s3fs:
@@ -480,12 +498,16 @@ def run(sizes: Sizes, workdir: Path, *, with_s3fs: bool = True, drop_page_cache:
             passwd.chmod(0o600)
             bucket = new_bucket("s3fs")
             argv = s3fs_argv(endpoint, bucket, workdir / "s3fs-mnt", passwd)
-            with mounted(argv, workdir / "s3fs-mnt", workdir / "s3fs.log") as root:
-                s3fs_results = fs_runs(root)
+            s3fs_pids: list[int] = []
+            with mounted(argv, workdir / "s3fs-mnt", workdir / "s3fs.log",
+                         pids=s3fs_pids) as root:
+                s3fs_results = fs_runs(root, meter("s3fs process",
+                                                   partial(cpu_seconds, s3fs_pids[0]), "s3fs"))
         s3fs = Column("s3fs", s3fs_results)
     columns = (mount, direct, s3fs)
     return Report(columns, tuple(extra + notes(columns)),
-                  tuple(cpu_table(meters)) if meters else ())
+                  tuple(cpu_table(meters)) if meters else (),
+                  tuple(cpu_table(meters, cores=True)) if meters else ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from loadtests.bench.cpu import cpu_seconds, machine_cpu_seconds
 from loadtests.bench.fuse import (
     WORKLOADS,
     Column,
@@ -17,7 +19,6 @@ from loadtests.bench.fuse import (
     Report,
     Sizes,
     build_table,
-    cpu_seconds,
     cpu_table,
     format_ratio,
     fuse_unavailable,
@@ -93,13 +94,19 @@ def test_tiny_end_to_end_run(tmp_path: Path) -> None:
     assert not any(p.is_mount() for p in tmp_path.iterdir())  # everything unmounted
     assert "| small files created " in report.markdown()
     assert "page cache not dropped" in report.markdown()
-    assert report.cpu[0] == ["workload", "CPU per", "mount process", "gateway (mount)",
-                             "boto3 client", "gateway (boto3)"]
+    columns = ["mount process", "gateway (mount)", "machine (mount)", "boto3 client",
+               "gateway (boto3)", "machine (boto3)"]
+    if shutil.which("s3fs") is not None:
+        columns += ["s3fs process", "gateway (s3fs)", "machine (s3fs)"]
+    assert report.cpu[0] == ["workload", "CPU per", *columns]
+    assert report.cores[0] == ["workload", *columns]
     assert "CPU time per unit of work" in report.markdown()
+    assert "Cores kept busy during each workload" in report.markdown()
 
 
 def test_cpu_meter_reports_ms_per_unit_of_this_process_and_the_table_has_a_row_each() -> None:
-    meter = CpuMeter({"here": None, "also here": os.getpid()})
+    meter = CpuMeter({"here": time.process_time, "also here": partial(cpu_seconds, os.getpid()),
+                      "machine": machine_cpu_seconds})
     for _ in range(2):
         with meter.measure("write_1m", 4.0):
             deadline = time.process_time() + 0.02
@@ -108,8 +115,16 @@ def test_cpu_meter_reports_ms_per_unit_of_this_process_and_the_table_has_a_row_e
     medians = meter.medians()["write_1m"]
     assert medians["here"] >= 4.0  # 20 ms over 4 MiB
     assert medians["also here"] >= 0.0
+    # the machine's busy time includes ours (its clock ticks every 10 ms: 2.5 ms per MiB)
+    assert medians["machine"] >= medians["here"] - 5.0
+    cores = meter.medians(cores=True)["write_1m"]
+    assert 0.5 <= cores["here"] <= 1.05  # spinning on one core (the clocks' tick is 10 ms)
+    assert cores["machine"] >= 0.5
     rows = cpu_table([meter])
-    assert rows[0] == ["workload", "CPU per", "here", "also here"]
+    assert rows[0] == ["workload", "CPU per", "here", "also here", "machine"]
     assert rows[1][:2] == ["sequential write, bs=1M", "MiB"] and rows[1][2].endswith(" ms")
-    assert rows[5][1:] == ["file", "-", "-"]  # small files were not measured
+    assert rows[5][1:] == ["file", "-", "-", "-"]  # small files were not measured
+    busy = cpu_table([meter], cores=True)
+    assert busy[0] == ["workload", "here", "also here", "machine"]
+    assert float(busy[1][1]) == pytest.approx(cores["here"], abs=0.01)
     assert cpu_seconds(os.getpid()) > 0
