@@ -23,7 +23,7 @@ from backends.checksums import new_hasher
 from backends.errors import BackendError, NoSuchKey
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
-from gateway.fuse_mount.light import MISSING, LightRequests, RangeBody
+from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody
 
 Body = bytes | bytearray
 _SENT = "squall_sent_at"  # key of a request's botocore context: when it was sent
@@ -254,22 +254,30 @@ class BucketClient:
         """Pages of ListObjectsV2 under ``prefix`` (all of them unless ``max_keys`` < 1000)."""
         token: str | None = None
         while True:
-            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix,
-                                    "MaxKeys": max_keys}
-            if delimiter:
-                args["Delimiter"] = delimiter
-            if token:
-                args["ContinuationToken"] = token
-            with translate("ListObjectsV2", self.bucket, prefix):
-                r = self._client.list_objects_v2(**args)
-            yield RemoteListing(
-                tuple(RemoteObject(o["Key"], int(o["Size"]), o.get("ETag", ""),
-                                 o["LastModified"].timestamp()) for o in r.get("Contents", [])),
-                tuple(p["Prefix"] for p in r.get("CommonPrefixes", [])),
-                bool(r.get("IsTruncated")))
-            token = r.get("NextContinuationToken")
-            if not r.get("IsTruncated") or not token or max_keys < 1000:
+            objects, prefixes, truncated, token = self._list_page(prefix, delimiter, max_keys,
+                                                                  token)
+            yield RemoteListing(tuple(RemoteObject(*o) for o in objects), tuple(prefixes),
+                                truncated)
+            if not truncated or not token or max_keys < 1000:
                 return
+
+    def _list_page(self, prefix: str, delimiter: str, max_keys: int, token: str | None
+                   ) -> ListPage:
+        if self._light is not None:
+            page = self._light.list_page(prefix, delimiter, max_keys, token)
+            if page is not None:
+                return page
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if delimiter:
+            args["Delimiter"] = delimiter
+        if token:
+            args["ContinuationToken"] = token
+        with translate("ListObjectsV2", self.bucket, prefix):
+            r = self._client.list_objects_v2(**args)
+        return ([(o["Key"], int(o["Size"]), o.get("ETag", ""), o["LastModified"].timestamp())
+                 for o in r.get("Contents", [])],
+                [p["Prefix"] for p in r.get("CommonPrefixes", [])],
+                bool(r.get("IsTruncated")), r.get("NextContinuationToken"))
 
     def create_upload(self, key: str, metadata: Mapping[str, str]) -> str:
         with translate("CreateMultipartUpload", self.bucket, key):

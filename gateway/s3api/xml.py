@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from xml.etree.ElementTree import Element
@@ -32,8 +33,12 @@ _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
                           "'": "&apos;", "\r": "&#13;"})
 
 
+_SPECIAL = re.compile("[&<>\"'\r]")
+
+
 def esc(value: object) -> str:
-    return str(value).translate(_ESCAPES)
+    text = str(value)
+    return text.translate(_ESCAPES) if _SPECIAL.search(text) else text
 
 
 def iso8601(epoch: float) -> str:
@@ -44,6 +49,11 @@ def iso8601(epoch: float) -> str:
 
 def el(tag: str, value: object) -> str:
     return f"<{tag}>{esc(value)}</{tag}>"
+
+
+def etag_el(etag: str) -> str:
+    """``<ETag>`` of ``etag``, in its quotes (escaped)."""
+    return f"<ETag>&quot;{esc(etag)}&quot;</ETag>"
 
 
 def opt(tag: str, value: object | None) -> str:

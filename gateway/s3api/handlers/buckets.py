@@ -25,7 +25,7 @@ from gateway.s3api.errors import (
 )
 from gateway.s3api.handlers import acl
 from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import INITIATOR, OWNER, el, esc, iso8601, opt, owner, parse, text
+from gateway.s3api.xml import INITIATOR, OWNER, el, esc, etag_el, iso8601, opt, owner, parse, text
 from gateway.service import DeleteResult
 from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
@@ -154,7 +154,7 @@ def _version_entries(page: VersionPage, enc: Callable[[str], str],
         if entry.delete_marker:
             out.append(f"<DeleteMarker>{common}{owner}</DeleteMarker>")
         else:
-            out.append(f"<Version>{common}{el('ETag', chr(34) + o.etag + chr(34))}"
+            out.append(f"<Version>{common}{etag_el(o.etag)}"
                        f"{el('Size', o.size)}<StorageClass>STANDARD</StorageClass>{owner}"
                        "</Version>")
     return "".join(out)
@@ -191,7 +191,7 @@ def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool,
               owners: ListingOwners | None) -> str:
     return "".join(
         f"<Contents>{el('Key', enc(o.key))}{el('LastModified', iso8601(o.last_modified))}"
-        f"{el('ETag', chr(34) + o.etag + chr(34))}{el('Size', o.size)}"
+        f"{etag_el(o.etag)}{el('Size', o.size)}"
         f"{_owner(owners, o.meta) if fetch_owner else ''}"
         f"<StorageClass>STANDARD</StorageClass></Contents>" for o in page.objects)
 

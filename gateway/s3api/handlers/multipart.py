@@ -14,7 +14,7 @@ from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, Malformed
 from gateway.s3api.handlers import acl
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
 from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import INITIATOR, OWNER, el, iso8601, opt, parse, text
+from gateway.s3api.xml import INITIATOR, OWNER, el, etag_el, iso8601, opt, parse, text
 
 
 def _upload_id(req: S3Request) -> str:
@@ -103,7 +103,7 @@ async def list_parts(req: S3Request) -> Response:
     page, truncated = parts[:max_parts], len(parts) > max_parts
     items = "".join(
         f"<Part>{el('PartNumber', p.part_number)}{el('LastModified', iso8601(p.last_modified))}"
-        f"{el('ETag', chr(34) + p.etag + chr(34))}{el('Size', p.size)}"
+        f"{etag_el(p.etag)}{el('Size', p.size)}"
         f"{ch.checksum_elements(p.checksum, with_type=False)}</Part>" for p in page)
     declared = "" if spec is None else \
         el("ChecksumAlgorithm", spec.algorithm) + el("ChecksumType", spec.type)

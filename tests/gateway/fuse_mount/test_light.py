@@ -1,6 +1,6 @@
-"""The light PutObject, UploadPart, HeadObject and ranged GetObject path of the mount's
-store: what it stores and reads is what boto3 stores and reads, and every failure is decided
-as before (same typed errors, same errno)."""
+"""The light PutObject, UploadPart, HeadObject, ranged GetObject and ListObjectsV2 path of
+the mount's store: what it stores, reads and lists is what boto3 stores, reads and lists,
+and every failure is decided as before (same typed errors, same errno)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import os
 import socket
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from xml.etree import ElementTree
 
 import pytest
 
 from backends import errors as se
 from gateway.fuse_mount.errors import errno_for
-from gateway.fuse_mount.light import MISSING, LightRequests
+from gateway.fuse_mount.light import MISSING, LightRequests, _list_page
 from gateway.fuse_mount.store import BucketClient, GatewayCredentials, _crc32c
 from gateway.s3api import errors as pe
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
@@ -266,3 +268,61 @@ def test_store_ranged_get_goes_through_boto3_when_the_body_breaks_off(
         into[:] = bytes(len(body))
         store.get_into("cut", 0, memoryview(into), if_match=etag)
         assert into == body
+
+
+def _pages(store: BucketClient, prefix: str, *, delimiter: str = "/", max_keys: int = 1000
+           ) -> list[tuple[list[tuple[str, int, str]], list[str], bool]]:
+    return [([(o.key, o.size, o.etag) for o in page.objects], list(page.prefixes),
+             page.truncated)
+            for page in store.list_dir(prefix, delimiter=delimiter, max_keys=max_keys)]
+
+
+def test_light_listing_pages_are_boto3_pages(squall: SquallProcess, s3, bucket: str) -> None:
+    """Names that need URL-encoding, sub-directories (common prefixes), several pages and
+    a page cut short by max_keys: the same pages, entries and times as through boto3."""
+    keys = [f"ls/{k}" for k in KEYS] + [f"ls/sub{i}/x" for i in range(3)] + [
+        f"ls/many-{i:04d}" for i in range(1200)]
+    for key in keys[:len(KEYS) + 3]:
+        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: s3.put_object(Bucket=bucket, Key=k, Body=b""),
+                      keys[len(KEYS) + 3:]))
+    light_store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    boto3_store = BucketClient(squall.endpoint, bucket,
+                               GatewayCredentials(ACCESS_KEY, SECRET_KEY), light_requests=False)
+    for prefix, delimiter, max_keys in (("ls/", "/", 1000), ("ls/", "", 1000),
+                                        ("ls/", "/", 7), ("absent/", "/", 1000)):
+        pages = _pages(light_store, prefix, delimiter=delimiter, max_keys=max_keys)
+        assert pages == _pages(boto3_store, prefix, delimiter=delimiter, max_keys=max_keys)
+    flat = _pages(light_store, "ls/", delimiter="")
+    assert [len(p[0]) for p in flat] == [1000, len(keys) - 1000]
+    assert {name for page in flat for name, _, _ in page[0]} == set(keys)
+    assert [p[2] for p in flat] == [True, False]
+    delimited = _pages(light_store, "ls/")
+    assert [p for page in delimited for p in page[1]] == [
+        "ls/dir/", "ls/sub0/", "ls/sub1/", "ls/sub2/", "ls/unicodé/"]
+    times = {o.key: o.mtime for page in light_store.list_dir("ls/") for o in page.objects}
+    assert times == {o.key: o.mtime for page in boto3_store.list_dir("ls/")
+                     for o in page.objects}
+    assert all(t > 1.7e9 for t in times.values())
+
+
+def test_light_listing_declines_what_it_cannot_read(squall: SquallProcess, bucket: str) -> None:
+    """A refused request (wrong secret, a bucket that does not exist): None, and the
+    store's answer is boto3's typed error; documents that are not listings: errors the
+    caller turns into a request through boto3."""
+    assert light(squall.endpoint, bucket, secret="wrong").list_page("", "/", 1000, None) is None
+    assert light(squall.endpoint, "no-such-bucket-here").list_page("", "/", 10, None) is None
+    store = BucketClient(squall.endpoint, "no-such-bucket-here",
+                         GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    with pytest.raises(se.NoSuchBucket):
+        list(store.list_dir(""))
+    for document in (b"<Error><Code>x</Code></Error>", b"not xml",
+                     b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>",
+                     (b"<ListBucketResult><Contents><Key>k</Key><Size>x</Size>"
+                      b"<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>"
+                      b"</ListBucketResult>")):
+        with pytest.raises((ElementTree.ParseError, ValueError)):
+            _list_page(document)
+    assert _list_page(b"<ListBucketResult><IsTruncated>false</IsTruncated>"
+                      b"</ListBucketResult>") == ([], [], False, None)
