@@ -56,7 +56,10 @@ def head_of(server: SquallProcess) -> bytes:
 def test_a_header_section_too_large_is_refused_before_authentication(
         limited: SquallProcess) -> None:
     with connect(limited) as sock:
-        sock.sendall(head_of(limited) + b"X-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+        try:
+            sock.sendall(head_of(limited) + b"X-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused and closed before the client sent it all: the answer is queued
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert b"<Code>RequestHeaderSectionTooLarge</Code>" in answer
