@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from backends.base import body_verified_md5
+from backends.base import body_declared_length, body_verified_md5
 from backends.blocking import run_blocking
 from backends.direct_io import DirectWriter
 from backends.files import FILE_MODE, O_CREATE, O_READ, temp_name
@@ -28,12 +28,27 @@ async def settled(future: asyncio.Future[Any] | None) -> None:
         future.exception()  # mark retrieved
 
 
+#: the largest write a body is gathered into before it is hashed and written
+LARGE_WRITE_CHUNK = 4 << 20
+
+
+def write_chunk(chunk_size: int, declared: int | None) -> int:
+    """How many bytes of a body to gather per write: ``chunk_size``, up to half the body's
+    declared length, at most LARGE_WRITE_CHUNK. Each write is a hand-off to the worker
+    pool and back; a large body in larger writes costs fewer of them, and a body's two
+    writes in flight stay within its own size."""
+    if declared is None:
+        return chunk_size
+    return max(chunk_size, min(LARGE_WRITE_CHUNK, declared // 4))
+
+
 class StagedFile:
     """A temp file in the hidden area, discarded unless it was renamed into place.
 
     One blocking job at a time runs in the worker pool (write + MD5 of a coalesced
     chunk, a copy, the final fsync); the next chunk is gathered while the previous one is
-    written, so at most two chunk buffers are held. With ``direct``, the aligned middle
+    written, so at most two chunk buffers are held (chunks of up to LARGE_WRITE_CHUNK for
+    a large body: :func:`write_chunk`). With ``direct``, the aligned middle
     of the chunks is written past the page cache (:mod:`backends.direct_io`). Callers end
     every use with ``await staged.discard()`` in a ``finally``: it waits for the job in
     flight and for a commit task, then closes the file and unlinks it unless ``committed``
@@ -92,6 +107,7 @@ class StagedFile:
                 await self._run(self._copy_regions, regions)
                 self._known_md5 = md5
                 return
+        chunk_size = write_chunk(self._chunk_size, body_declared_length(body))
         async for chunk in body:
             if not chunk:
                 continue
@@ -99,7 +115,7 @@ class StagedFile:
                 chunk = bytes(chunk)
             self._buffer.append(chunk)
             self._buffered += len(chunk)
-            if self._buffered >= self._chunk_size:
+            if self._buffered >= chunk_size:
                 await self._submit(self._take_buffer())
 
     def _take_buffer(self) -> list[bytes]:

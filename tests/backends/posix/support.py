@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
-from backends.base import ObjectMeta
+from backends.base import DescribedBody, ObjectMeta
 from backends.posix import PosixBackend
 from tests.backends.conformance import body_of, collect, read_all
 
@@ -38,3 +39,26 @@ async def keys(store: PosixBackend, bucket: str = "bkt") -> list[str]:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+class Declared(DescribedBody):
+    """A request body that declares its length, as the S3 layer's bodies do, given in
+    pieces of ``piece`` bytes (``held``: each piece waits for it)."""
+
+    def __init__(self, data: bytes, *, declared: int | None = None,
+                 held: asyncio.Event | None = None, piece: int = MIN_PART // 4) -> None:
+        self._chunks = body_of(data, chunk=piece)
+        self._length = len(data) if declared is None else declared
+        self._held = held
+        self.started = asyncio.Event()
+
+    @property
+    def declared_length(self) -> int | None:
+        return self._length
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._chunks.__anext__()
+        self.started.set()
+        if self._held is not None:
+            await self._held.wait()
+        return chunk

@@ -9,36 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import CompletedPart, DescribedBody, ObjectMeta
+from backends.base import CompletedPart, ObjectMeta
 from backends.errors import IncompleteBody, NoSuchUpload, PreconditionFailed
 from backends.posix import PosixBackend
 from backends.posix.assembly import ASSEMBLY, SEALED, STRIDE
 from tests.backends.conformance import body_of
-from tests.backends.posix.support import MIN_PART, get
+from tests.backends.posix.support import MIN_PART, Declared, get
 
 PART = MIN_PART
-
-
-class Declared(DescribedBody):
-    """A request body that declares its length, as the S3 layer's bodies do."""
-
-    def __init__(self, data: bytes, *, declared: int | None = None,
-                 held: asyncio.Event | None = None) -> None:
-        self._chunks = body_of(data, chunk=PART // 4)
-        self._length = len(data) if declared is None else declared
-        self._held = held
-        self.started = asyncio.Event()
-
-    @property
-    def declared_length(self) -> int | None:
-        return self._length
-
-    async def __anext__(self) -> bytes:
-        chunk = await self._chunks.__anext__()
-        self.started.set()
-        if self._held is not None:
-            await self._held.wait()
-        return chunk
 
 
 def data_of(n: int, size: int = PART) -> bytes:

@@ -1,0 +1,35 @@
+"""How the posix backend gathers a body into writes: larger writes for a large body, up to
+LARGE_WRITE_CHUNK, and the same bytes and MD5 whatever the pieces."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from backends.base import ObjectMeta
+from backends.posix import PosixBackend
+from backends.posix.staging import LARGE_WRITE_CHUNK, write_chunk
+from tests.backends.conformance import blob
+from tests.backends.posix.support import MIN_PART, Declared, get
+
+MIB = 1 << 20
+
+
+def test_a_large_body_is_written_in_larger_chunks_up_to_the_limit() -> None:
+    assert write_chunk(MIB, None) == MIB  # no declared length: the backend's chunk
+    assert write_chunk(MIB, 100) == MIB
+    assert write_chunk(MIB, 4 * MIB) == MIB
+    assert write_chunk(MIB, 8 * MIB) == 2 * MIB  # a quarter of the body
+    assert write_chunk(MIB, 64 * MIB) == LARGE_WRITE_CHUNK == 4 * MIB
+    assert write_chunk(8 * MIB, 64 * MIB) == 8 * MIB  # never below the backend's chunk
+
+
+@pytest.mark.parametrize("size", [4 * MIN_PART - 1, 4 * MIN_PART, 9 * MIB + 5])
+@pytest.mark.parametrize("piece", [4096, 100 * 1024 + 3])
+async def test_a_declared_body_is_stored_whole_with_its_md5(posix: PosixBackend, size: int,
+                                                            piece: int) -> None:
+    data = blob(size, seed=size % 97)
+    info = await posix.put_object("bkt", "k", Declared(data, piece=piece), meta=ObjectMeta())
+    assert info.etag == hashlib.md5(data).hexdigest()
+    assert await get(posix, "k") == data
