@@ -33,8 +33,8 @@ LARGE_WRITE_CHUNK = 4 << 20
 
 
 def write_chunk(chunk_size: int, declared: int | None) -> int:
-    """How many bytes of a body to gather per write: ``chunk_size``, up to half the body's
-    declared length, at most LARGE_WRITE_CHUNK. Each write is a hand-off to the worker
+    """How many bytes of a body to gather per write: ``chunk_size``, or up to a quarter of
+    the body's declared length, at most LARGE_WRITE_CHUNK. Each write is a hand-off to the worker
     pool and back; a large body in larger writes costs fewer of them, and a body's two
     writes in flight stay within its own size."""
     if declared is None:
