@@ -118,8 +118,9 @@ def test_cpu_meter_reports_ms_per_unit_of_this_process_and_the_table_has_a_row_e
     # the machine's busy time includes ours (its clock ticks every 10 ms: 2.5 ms per MiB)
     assert medians["machine"] >= medians["here"] - 5.0
     cores = meter.medians(cores=True)["write_1m"]
-    assert 0.5 <= cores["here"] <= 1.05  # spinning on one core (the clocks' tick is 10 ms)
-    assert cores["machine"] >= 0.5
+    # one spinning thread keeps at most one core busy (less when others share it)
+    assert 0.0 < cores["here"] <= 1.05
+    assert cores["machine"] > 0.0
     rows = cpu_table([meter])
     assert rows[0] == ["workload", "CPU per", "here", "also here", "machine"]
     assert rows[1][:2] == ["sequential write, bs=1M", "MiB"] and rows[1][2].endswith(" ms")
