@@ -6,7 +6,8 @@ implements the same protocols, so layers compose by explicit delegation.
 
 Contracts shared by every implementation:
 
-* Bodies are ``AsyncIterator[bytes]``. A ``put`` consumes the iterator; if the iterator
+* Bodies are ``AsyncIterator[bytes]``; a write takes a :class:`DescribedBody`, which
+  carries its checksum and declared length with it. A ``put`` consumes the iterator; if the iterator
   raises (client disconnect, checksum mismatch), nothing is committed and no space stays
   used. A ``get`` returns an :class:`ObjectStream` that the *caller* closes
   (``async with stream`` or ``await stream.aclose()``), also when it reads nothing.
@@ -24,8 +25,8 @@ from typing import Protocol, Self, runtime_checkable
 from backends.errors import InvalidRange
 from backends.regions import FileRegion, take_regions
 
-#: A body: any async iterator of bytes; one that knows its checksum, declared length or
-#: MD5 is a :class:`DescribedBody`.
+#: A body read from a store: any async iterator of bytes. What a write takes is a
+#: :class:`DescribedBody` (the bytes and what is known of them).
 Body = AsyncIterator[bytes]
 
 DEFAULT_CONTENT_TYPE = "binary/octet-stream"
@@ -167,67 +168,89 @@ class ObjectStream:
         await self.aclose()
 
 
-class DescribedBody(AsyncIterator[bytes]):
-    """A body that says what it knows about its bytes: the body type of the contract.
+@dataclass(slots=True)
+class BodyFacts:
+    """What is known of an upload body's bytes besides the bytes.
 
-    Any ``AsyncIterator[bytes]`` is a body (:data:`Body`). A body that knows more derives
-    from this class and overrides the fields it knows with a property, a slot (declared
-    in ``__slots__``) or a class attribute; here they are read-only and all None:
+    One instance is shared by a body and every wrapper made of it (a throttle, a counter,
+    a re-read of its spooled bytes), so what the body learns while it is read reaches every
+    holder, whatever the wrappers between them:
 
     * ``checksum``: ``(ALGORITHM, base64)`` of the additional checksum the body verified,
-      known once it is exhausted (the S3 layer's request bodies; see :func:`final_meta`);
+      set once it is exhausted (the S3 layer's request bodies; see :func:`final_meta`), or
+      known from the start (a flush of a cached object);
+    * ``checksum_algorithm``: the algorithm of that checksum, known before the first byte
+      (what a peer recomputes when the body crosses to another member);
     * ``declared_length``: the byte count the request declared, a sizing hint that the
       body's end still checks;
     * ``verified_md5``: the MD5 of the bytes, computed by this process as it wrote them
       into the files the body's regions come from (a flush of the cache tier), which a
       backend copying those regions file to file may take instead of hashing them again.
-
-    Wrappers read these through :func:`body_checksum`, :func:`body_declared_length` and
-    :func:`body_verified_md5`, which answer None for a plain iterator.
     """
 
-    __slots__ = ()
+    checksum: tuple[str, str] | None = None
+    checksum_algorithm: str | None = None
+    declared_length: int | None = None
+    verified_md5: bytes | None = None
 
-    @property
-    def checksum(self) -> tuple[str, str] | None:
-        return None
 
-    @property
-    def declared_length(self) -> int | None:
-        return None
+class DescribedBody(AsyncIterator[bytes]):
+    """An upload body: what every ``put_object``, ``upload_part`` and ``write_at`` takes.
 
-    @property
-    def verified_md5(self) -> bytes | None:
-        return None
+    Its bytes are the iteration; :class:`BodyFacts` in ``facts`` says what else is known.
+    A wrapper never makes facts of its own for bytes that come from another body: it is
+    built with ``facts=body.facts`` (:class:`Relay` for a plain transformation), so a
+    checksum cannot be lost between the S3 layer and a backend. Bytes this process makes
+    itself start with :func:`bare`.
+    """
+
+    __slots__ = ("facts",)
+
+    def __init__(self, facts: BodyFacts) -> None:
+        self.facts = facts
 
     def __aiter__(self) -> Self:
         return self
 
-
-def body_checksum(body: object) -> tuple[str, str] | None:
-    """The checksum ``body`` verified (see :class:`DescribedBody`), or None."""
-    return body.checksum if isinstance(body, DescribedBody) else None
+    async def aclose(self) -> None:
+        """Close what the body reads from; a body that holds nothing open has nothing to do."""
 
 
-def body_declared_length(body: object) -> int | None:
-    """The length ``body``'s request declared (see :class:`DescribedBody`), or None."""
-    return body.declared_length if isinstance(body, DescribedBody) else None
+class Relay(DescribedBody):
+    """``source``'s chunks under ``facts`` (those of the body ``source`` is made of)."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: AsyncIterator[bytes], facts: BodyFacts) -> None:
+        super().__init__(facts)
+        self._source = source
+
+    async def __anext__(self) -> bytes:
+        return await self._source.__anext__()
+
+    async def take_regions(self) -> list[FileRegion] | None:
+        """The source's rest as file regions, if it lies in open files."""
+        return await take_regions(self._source)
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
-def body_verified_md5(body: object) -> bytes | None:
-    """The MD5 this process computed of ``body``'s bytes (see :class:`DescribedBody`)."""
-    return body.verified_md5 if isinstance(body, DescribedBody) else None
+def bare(source: AsyncIterator[bytes], *, declared_length: int | None = None) -> Relay:
+    """A body of bytes this process makes itself (no request body behind them)."""
+    return Relay(source, BodyFacts(declared_length=declared_length))
 
 
-def final_meta(meta: ObjectMeta, body: object) -> ObjectMeta:
+def final_meta(meta: ObjectMeta, body: DescribedBody) -> ObjectMeta:
     """``meta`` completed with the checksum a verifying body learnt while it was read.
 
     The S3 layer hands backends bodies that verify a checksum sent in a header or in an
-    aws-chunked trailer; such a body's ``checksum`` (:class:`DescribedBody`) is
-    ``(algorithm, base64)`` once exhausted. Backends call this after consuming the body,
-    before committing.
+    aws-chunked trailer; such a body's ``facts.checksum`` is ``(algorithm, base64)`` once
+    exhausted. Backends call this after consuming the body, before committing.
     """
-    checksum = body_checksum(body)
+    checksum = body.facts.checksum
     if checksum is None or meta.checksum == checksum:
         return meta
     return replace(meta, checksum=checksum)
@@ -249,7 +272,7 @@ class Backend(Protocol):
         """Raises NoSuchBucket, BucketNotEmpty (objects remain). Multipart uploads in
         progress are aborted with the bucket, as S3 does; with objects they stay."""
 
-    async def put_object(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                          content_md5: bytes | None = None, if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         """Store ``body`` atomically under ``key``.
@@ -288,7 +311,8 @@ class MultipartBackend(Protocol):
                                       meta: ObjectMeta) -> UploadInfo: ...
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, *, content_md5: bytes | None = None) -> PartInfo:
+                          body: DescribedBody, *,
+                          content_md5: bytes | None = None) -> PartInfo:
         """Store one part (replacing an earlier one of the same number). NoSuchUpload."""
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
@@ -323,7 +347,7 @@ class CopyingBackend(Protocol):
 class RangedWriteBackend(Protocol):
     """Writes into an object at a byte offset (appends), each making a new version."""
 
-    async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
+    async def write_at(self, bucket: str, key: str, offset: int, body: DescribedBody, *,
                        meta: ObjectMeta | None = None, if_match: str | None = None,
                        append_only: bool = False) -> ObjectInfo:
         """Write ``body`` at ``offset`` of the current object; bytes after the written

@@ -17,6 +17,7 @@ from backends.base import (
     BucketInfo,
     CompletedPart,
     CopyingBackend,
+    DescribedBody,
     MultipartBackend,
     ObjectInfo,
     ObjectMeta,
@@ -24,6 +25,7 @@ from backends.base import (
     PartCopyingBackend,
     PartInfo,
     RangeRequest,
+    Relay,
     UploadInfo,
 )
 from backends.errors import NotImplementedByBackend
@@ -125,12 +127,12 @@ class ThrottledBackend:
         await self._inner.delete_bucket(bucket)
 
     # -- objects -------------------------------------------------------------------
-    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
                          meta: ObjectMeta, content_md5: bytes | None = None,
                          if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         await self._op()
-        sent = ClosingBody(self._send(body))
+        sent = Relay(ClosingBody(self._send(body)), body.facts)
         try:
             return await self._inner.put_object(
                 bucket, key, sent, meta=meta, content_md5=content_md5, if_match=if_match,
@@ -179,11 +181,11 @@ class ThrottledBackend:
         return await inner.create_multipart_upload(bucket, key, meta=meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: AsyncIterator[bytes], *,
+                          body: DescribedBody, *,
                           content_md5: bytes | None = None) -> PartInfo:
         inner = self._multipart()
         await self._op()
-        sent = ClosingBody(self._send(body))
+        sent = Relay(ClosingBody(self._send(body)), body.facts)
         try:
             return await inner.upload_part(
                 bucket, key, upload_id, part_number, sent, content_md5=content_md5)

@@ -25,9 +25,9 @@ from awscrt import checksums as _crt
 from backends.base import (
     CHECKSUM_ALGORITHMS,
     CompletedPart,
+    DescribedBody,
     ObjectMeta,
     PartInfo,
-    body_checksum,
 )
 from backends.checksums import new_hasher
 from backends.errors import BadDigest, InvalidPart, InvalidPartOrder, InvalidRequestForObject
@@ -104,11 +104,11 @@ def _mismatch(expected: str, actual: str | None) -> InvalidRequestForObject:
         f"actual checksum Type: {(actual or 'null').lower()}")
 
 
-def part_checksum(upload_meta: ObjectMeta, body: object) -> tuple[str, str] | None:
+def part_checksum(upload_meta: ObjectMeta, body: DescribedBody) -> tuple[str, str] | None:
     """The checksum a part's body verified, once read (see :func:`backends.base.final_meta`),
     checked against the upload's algorithm: a part without it, or with another algorithm,
     is S3's InvalidRequest "Checksum Type mismatch occurred"."""
-    checksum = body_checksum(body)
+    checksum = body.facts.checksum
     spec = upload_checksum(upload_meta)
     if spec is not None and (checksum is None or checksum[0] != spec.algorithm):
         raise _mismatch(spec.algorithm, checksum[0] if checksum else None)

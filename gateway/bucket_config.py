@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from backends.base import Backend, ObjectMeta
 from backends.errors import BackendError, NoSuchKey
 from backends.internal_keys import CONFIG_PREFIX
+from backends.streams import body_of
 
 MAGIC = "squall.bucket-config"
 FORMAT = 1
 NAMES = ("cors", "tagging", "lifecycle", "policy", "access")  # every document a bucket may hold (removed with the bucket)
 T = TypeVar("T")
 TTL = 2.0  # seconds a replica trusts a cached document, as the versioning status
-
-
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data
 
 
 class BucketConfigs:
@@ -69,7 +66,7 @@ class BucketConfigs:
 
     async def put(self, bucket: str, name: str, doc: Any) -> None:
         data = json.dumps({"magic": MAGIC, "v": FORMAT, "name": name, "doc": doc}).encode()
-        await self._backend.put_object(bucket, CONFIG_PREFIX + name, _once(data),
+        await self._backend.put_object(bucket, CONFIG_PREFIX + name, body_of(data),
                                        meta=ObjectMeta(content_type="application/json"))
         self._cache[(bucket, name)] = (doc, time.monotonic())
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator
 
-from backends.base import DescribedBody
+from backends.base import BodyFacts, DescribedBody
 from backends.blocking import run_blocking
 from backends.checksums import new_hasher
 
@@ -20,26 +20,31 @@ _OFFLOAD_BYTES = 64 * 1024
 
 
 class ChecksummingBody(DescribedBody):
-    """``AsyncIterator[bytes]`` over ``source`` that learns its ``algorithm`` checksum."""
+    """A body over ``source`` that learns its ``algorithm`` checksum."""
 
-    __slots__ = ("_algorithm", "_hasher", "_source", "checksum")
+    __slots__ = ("_algorithm", "_hasher", "_source")
 
     def __init__(self, source: AsyncIterator[bytes], algorithm: str) -> None:
+        super().__init__(BodyFacts(checksum_algorithm=algorithm))
         self._source = source
         self._algorithm = algorithm
         self._hasher = new_hasher(algorithm)
-        self.checksum: tuple[str, str] | None = None
 
     async def __anext__(self) -> bytes:
         try:
             chunk = await self._source.__anext__()
         except StopAsyncIteration:
-            if self.checksum is None:
-                self.checksum = (self._algorithm,
-                                 base64.b64encode(self._hasher.digest()).decode("ascii"))
+            if self.facts.checksum is None:
+                self.facts.checksum = (self._algorithm,
+                                       base64.b64encode(self._hasher.digest()).decode("ascii"))
             raise
         if len(chunk) >= _OFFLOAD_BYTES:
             await run_blocking(self._hasher.update, chunk)
         else:
             self._hasher.update(chunk)
         return chunk
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -17,6 +17,7 @@ from backends.base import (
     BucketInfo,
     CompletedPart,
     CopyingBackend,
+    DescribedBody,
     MultipartBackend,
     ObjectInfo,
     ObjectMeta,
@@ -26,6 +27,7 @@ from backends.base import (
     RangedWriteBackend,
     RangeRequest,
     UploadInfo,
+    bare,
 )
 from backends.errors import (
     BucketNotEmpty,
@@ -291,7 +293,7 @@ class ObjectService:
 
     # -- objects -----------------------------------------------------------------------
 
-    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
                          meta: ObjectMeta, content_md5: bytes | None = None,
                          if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
@@ -305,7 +307,7 @@ class ObjectService:
             return await self._versions.write(bucket, key, meta, writer)
 
     async def append_object(self, bucket: str, key: str, offset: int,
-                            body: AsyncIterator[bytes], *, meta: ObjectMeta,
+                            body: DescribedBody, *, meta: ObjectMeta,
                             if_match: str | None = None,
                             reserved: Mapping[str, str] | None = None) -> ObjectInfo:
         """Write ``body`` at ``offset``, which must be the object's size (S3's
@@ -490,7 +492,7 @@ class ObjectService:
                 return await self._backend.copy_object(source.bucket, stored, bucket, key,
                                                        meta=stamped, src_etag=raw.etag)
             async with await self._backend.get_object(source.bucket, stored) as stream:
-                return await self._backend.put_object(bucket, key, aiter(stream),
+                return await self._backend.put_object(bucket, key, bare(aiter(stream)),
                                                       meta=stamped)
         async with self._guard.writing((bucket, key)):
             info = await self._versions.write(bucket, key, new_meta, writer)
@@ -571,7 +573,7 @@ class ObjectService:
         return None
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: AsyncIterator[bytes], *,
+                          body: DescribedBody, *,
                           content_md5: bytes | None = None) -> PartInfo:
         return await self._multipart().upload_part(bucket, key, upload_id, part_number, body,
                                                    content_md5=content_md5)
@@ -600,7 +602,7 @@ class ObjectService:
                                                   byte_range=source.byte_range) as stream:
             _check_copy_range(source.byte_range, stream.info.size)
             source.conditions.check_copy_source(self._versions.view(stream.info, version))
-            body = aiter(stream) if declared is None else \
+            body = bare(aiter(stream)) if declared is None else \
                 ChecksummingBody(aiter(stream), declared.algorithm)
             part = await multipart.upload_part(bucket, key, upload_id, part_number, body)
         return part, source_version

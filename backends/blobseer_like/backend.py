@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backends.base import (
-    Body,
     BucketInfo,
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
@@ -106,7 +106,7 @@ class BlobseerBackend:
 
     # -- objects -------------------------------------------------------------------------
 
-    async def put_object(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                          content_md5: bytes | None = None, if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         await self._ready()
@@ -143,7 +143,7 @@ class BlobseerBackend:
         return await self._objects.copy(src_bucket, src_key, dst_bucket, dst_key, meta=meta,
                                         src_etag=src_etag)
 
-    async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
+    async def write_at(self, bucket: str, key: str, offset: int, body: DescribedBody, *,
                        meta: ObjectMeta | None = None, if_match: str | None = None,
                        append_only: bool = False) -> ObjectInfo:
         """Ranged write: ``offset`` <= size (== size appends); see RangedWriteBackend."""
@@ -159,7 +159,7 @@ class BlobseerBackend:
         return await self._uploads.create(bucket, key, meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, *, content_md5: bytes | None = None) -> PartInfo:
+                          body: DescribedBody, *, content_md5: bytes | None = None) -> PartInfo:
         await self._ready()
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)

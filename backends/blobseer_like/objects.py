@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
-from backends.base import Body, ObjectInfo, ObjectMeta, ObjectStream, RangeRequest, final_meta
+from backends.base import (
+    DescribedBody,
+    ObjectInfo,
+    ObjectMeta,
+    ObjectStream,
+    RangeRequest,
+    final_meta,
+)
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.chunks import ChunkStream, ChunkWriter, pieces
 from backends.blobseer_like.pins import Pin
@@ -119,7 +126,7 @@ class Objects:
 
     # -- writes ------------------------------------------------------------------------
 
-    async def put(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                   content_md5: bytes | None, if_match: str | None,
                   if_none_match: str | None) -> ObjectInfo:
         check_bucket(bucket)

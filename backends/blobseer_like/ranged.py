@@ -13,7 +13,7 @@ import hashlib
 import time
 from dataclasses import replace
 
-from backends.base import Body, ObjectInfo, ObjectMeta
+from backends.base import DescribedBody, ObjectInfo, ObjectMeta
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.chunks import starts_of
 from backends.blobseer_like.objects import Objects, check_object_key, chunk_ids
@@ -43,7 +43,7 @@ class RangedWrites:
     async def _chunk_bytes(self, ref: fmt.ChunkRef) -> bytes:
         return await self._store.pool.get(ref.provider).read(ref.id, ref.size, ref.crc)
 
-    async def write_at(self, bucket: str, key: str, offset: int, body: Body, *,
+    async def write_at(self, bucket: str, key: str, offset: int, body: DescribedBody, *,
                        meta: ObjectMeta | None, if_match: str | None,
                        append_only: bool = False) -> ObjectInfo:
         check_bucket(bucket)

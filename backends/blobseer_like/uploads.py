@@ -12,9 +12,9 @@ import re
 import time
 
 from backends.base import (
-    Body,
     ByteRange,
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     PartInfo,
@@ -79,7 +79,7 @@ class Uploads:
         return upload.info()
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, content_md5: bytes | None) -> PartInfo:
+                          body: DescribedBody, content_md5: bytes | None) -> PartInfo:
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
         upload = await run_blocking(self._get, bucket, key, upload_id)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 from backends.base import (
-    Body,
     BucketInfo,
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
@@ -117,7 +117,7 @@ class PosixBackend:
 
     # -- objects ---------------------------------------------------------------------
 
-    async def put_object(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                          content_md5: bytes | None = None, if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         await self._ensure_ready()
@@ -162,7 +162,7 @@ class PosixBackend:
         return await self._uploads.create(bucket, key, meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, *, content_md5: bytes | None = None) -> PartInfo:
+                          body: DescribedBody, *, content_md5: bytes | None = None) -> PartInfo:
         await self._ensure_ready()
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)

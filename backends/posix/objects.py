@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from backends.base import (
-    Body,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
@@ -201,7 +201,7 @@ class ObjectFiles:
 
     # -- writes ----------------------------------------------------------------------
 
-    async def put(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                   content_md5: bytes | None, if_match: str | None,
                   if_none_match: str | None) -> ObjectInfo:
         if content_md5 is not None and len(content_md5) != 16:

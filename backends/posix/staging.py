@@ -6,11 +6,11 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from backends.base import body_declared_length, body_verified_md5
+from backends.base import DescribedBody
 from backends.blocking import run_blocking
 from backends.direct_io import DirectWriter
 from backends.files import FILE_MODE, O_CREATE, O_READ, temp_name
@@ -96,18 +96,18 @@ class StagedFile:
     def _open(self) -> None:
         self.fd = os.open(self.path, O_CREATE, FILE_MODE)
 
-    async def consume(self, body: AsyncIterator[bytes]) -> None:
+    async def consume(self, body: DescribedBody) -> None:
         """Write the whole body, gathering chunks into writes of ``chunk_size``. A
         body whose MD5 is known (a cache flush) and whose bytes lie in files is copied
         file to file by the kernel, without reading it through Python."""
-        md5 = body_verified_md5(body)
+        md5 = body.facts.verified_md5
         if md5 is not None and not self.size and not self._buffer:
             regions = await take_regions(body)
             if regions is not None:
                 await self._run(self._copy_regions, regions)
                 self._known_md5 = md5
                 return
-        chunk_size = write_chunk(self._chunk_size, body_declared_length(body))
+        chunk_size = write_chunk(self._chunk_size, body.facts.declared_length)
         async for chunk in body:
             if not chunk:
                 continue

@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import (
-    Body,
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     PartInfo,
     RangeRequest,
     UploadInfo,
-    body_declared_length,
 )
 from backends.blocking import run_blocking
 from backends.errors import (
@@ -275,14 +274,14 @@ class UploadStore:
                 return await run_blocking(self._create, bucket, key, meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, content_md5: bytes | None) -> PartInfo:
+                          body: DescribedBody, content_md5: bytes | None) -> PartInfo:
         check_bucket(bucket)
         if not 1 <= part_number <= MAX_PART_NUMBER:
             raise InvalidPart(f"Part number must be an integer between 1 and "
                               f"{MAX_PART_NUMBER}.")
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
-        size = body_declared_length(body)
+        size = body.facts.declared_length
         with os_errors("UploadPart", missing=NoSuchUpload(upload_id)):
             upload = await run_blocking(self._load, bucket, key, upload_id)
             offset = None if size is None else await run_blocking(

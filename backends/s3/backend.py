@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import (
-    Body,
     BucketInfo,
     ByteRange,
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
@@ -86,7 +86,7 @@ class S3Backend:
 
     # -- objects -------------------------------------------------------------------------
 
-    async def put_object(self, bucket: str, key: str, body: Body, *, meta: ObjectMeta,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *, meta: ObjectMeta,
                          content_md5: bytes | None = None, if_match: str | None = None,
                          if_none_match: str | None = None) -> ObjectInfo:
         return await writer.put_object(self._up, bucket, key, body, meta=meta,
@@ -190,7 +190,7 @@ class S3Backend:
         return await self._uploads.create(bucket, key, meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: Body, *, content_md5: bytes | None = None) -> PartInfo:
+                          body: DescribedBody, *, content_md5: bytes | None = None) -> PartInfo:
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from backends.base import (
     CompletedPart,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     PartInfo,
@@ -114,7 +115,7 @@ class Uploads:
         return sorted(parts, key=lambda p: p.part_number)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, number: int,
-                          body: AsyncIterator[bytes], content_md5: bytes | None) -> PartInfo:
+                          body: DescribedBody, content_md5: bytes | None) -> PartInfo:
         """Spool the part (checking Content-MD5 here too: not every upstream does), then
         send it with its length."""
         await self._check_upload(bucket, key, upload_id)

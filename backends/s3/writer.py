@@ -18,11 +18,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
-from backends.base import ObjectInfo, ObjectMeta, final_meta
+from backends.base import DescribedBody, ObjectInfo, ObjectMeta, final_meta
 from backends.blocking import run_blocking
 from backends.errors import BadDigest, EntityTooLarge
 from backends.multipart import MAX_PART_NUMBER
@@ -33,7 +32,7 @@ from backends.s3.spool import Spool
 from backends.s3.upstream import Upstream, b64
 
 
-async def put_object(up: Upstream, bucket: str, key: str, body: AsyncIterator[bytes], *,
+async def put_object(up: Upstream, bucket: str, key: str, body: DescribedBody, *,
                      meta: ObjectMeta, content_md5: bytes | None, if_match: str | None,
                      if_none_match: str | None, spool_dir: Path | None) -> ObjectInfo:
     await up.require_bucket(bucket)

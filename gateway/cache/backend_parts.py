@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from backends.base import (
@@ -25,8 +25,7 @@ from backends.base import (
     PartCopyingBackend,
     PartInfo,
     RangeRequest,
-    body_checksum,
-    body_declared_length,
+    Relay,
 )
 from backends.blocking import run_cache_blocking
 from backends.errors import (
@@ -38,7 +37,6 @@ from backends.errors import (
     SlowDown,
 )
 from backends.multipart import multipart_etag
-from backends.streams import ClosingBody
 from gateway.cache.entry import BackendPart, Part, Segment, Upload
 from gateway.cache.index import Batch
 from gateway.cache.readers import backend_body
@@ -55,22 +53,12 @@ _BACKEND_FAILURES = (SlowDown, ServiceUnavailable, BackendError, OSError)
 
 class ForwardedBody(DescribedBody):
     """A client's part body on its way to the backend: counted as ingest written around
-    the cache. ``checksum`` is the one the client's body verified (``origin``: the body
-    the S3 layer handed over, when ``body`` re-reads part of it from a spooled file)."""
+    the cache."""
 
-    def __init__(self, body: AsyncIterator[bytes], store: CacheStore, *,
-                 origin: object = None) -> None:
-        self._iter = aiter(body)
+    def __init__(self, body: DescribedBody, store: CacheStore) -> None:
+        super().__init__(body.facts)
+        self._iter = body
         self._stats = store.stats
-        self._origin = body if origin is None else origin
-
-    @property
-    def checksum(self) -> tuple[str, str] | None:
-        return body_checksum(self._origin)
-
-    @property
-    def declared_length(self) -> int | None:
-        return body_declared_length(self._origin)
 
     async def __anext__(self) -> bytes:
         chunk = await self._iter.__anext__()
@@ -242,14 +230,14 @@ class BackendParts:
             await store.space.discard([old.segment])
         return part.info()
 
-    async def send_body(self, upload: Upload, part_number: int, body: AsyncIterator[bytes],
-                        content_md5: bytes | None, *, origin: object = None,
+    async def send_body(self, upload: Upload, part_number: int, body: DescribedBody,
+                        content_md5: bytes | None, *, close: bool = False,
                         measure: bool = False) -> PartInfo:
-        """Stream a client's part into the backend upload (``origin``: see ForwardedBody;
-        ``body`` is then the caller's re-reading iterator, closed here). ``measure`` feeds
-        the backend rate of the admission rule (a part it routed past the cache)."""
+        """Stream a client's part into the backend upload (``close``: ``body`` is the
+        caller's re-reading of it, closed here). ``measure`` feeds the backend rate of
+        the admission rule (a part it routed past the cache)."""
         tier = self._tier
-        forwarded = ForwardedBody(body, self._store, origin=origin)
+        forwarded = ForwardedBody(body, self._store)
         loop = asyncio.get_running_loop()
         started = loop.time()
 
@@ -264,11 +252,10 @@ class BackendParts:
 
         try:
             info = await self.send(upload.upload_id, part_number, send,
-                                   lambda: forwarded.checksum)
+                                   lambda: forwarded.facts.checksum)
         finally:
-            aclose = getattr(body, "aclose", None)
-            if origin is not None and aclose is not None:
-                await aclose()
+            if close:
+                await body.aclose()
         if measure:
             tier.admission.observe_backend(info.size, loop.time() - started,
                                            self._store.now())
@@ -381,7 +368,7 @@ class BackendParts:
             raise first from exc
         return sent
 
-    def _reader(self, segment: Segment, checksum: tuple[str, str] | None) -> ClosingBody:
+    def _reader(self, segment: Segment, checksum: tuple[str, str] | None) -> Relay:
         stats = self._store.stats
 
         def count(n: int) -> None:

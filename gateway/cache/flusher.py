@@ -17,9 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta
+from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
 from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
-from backends.streams import ClosingBody
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
@@ -236,7 +235,7 @@ class Flusher:
     def _reader(self, segments: tuple[Segment, ...],
                 hasher: Callable[[bytes], None] | None = None, *,
                 checksum: tuple[str, str] | None = None,
-                md5: str | None = None) -> ClosingBody:
+                md5: str | None = None) -> Relay:
         """The bytes of ``segments`` for the backend (:func:`backend_body`), counted as
         flushed."""
         stats = self._store.stats

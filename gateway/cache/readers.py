@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from backends.base import ByteRange, ObjectStream
+from backends.base import BodyFacts, ByteRange, ObjectStream, Relay
 from backends.blocking import run_cache_blocking
 from backends.regions import FileRegion
 from backends.streams import ClosingBody, CountingBody
@@ -153,7 +153,7 @@ class MemoryBody:
 def backend_body(store: CacheStore, segments: Sequence[Segment], count: Callable[[int], None],
                  hasher: Callable[[bytes], None] | None = None, *,
                  checksum: tuple[str, str] | None = None,
-                 md5: str | None = None) -> ClosingBody:
+                 md5: str | None = None) -> Relay:
     """The bytes of ``segments`` for the backend, each chunk counted by ``count`` (and
     hashed by ``hasher``), their length declared. Without ``hasher``, data files are offered
     as file regions with their ``md5``: a posix backend copies them file to file."""
@@ -162,9 +162,9 @@ def backend_body(store: CacheStore, segments: Sequence[Segment], count: Callable
     length = sum(seg.size for seg in segments)
     if hasher is None and all(seg.inline is None for seg in segments):
         files = FilesBody(store, pieces, chunk_size)
-        return ClosingBody(CountingBody(files, count), checksum=checksum,
-                           verified_md5=bytes.fromhex(md5) if md5 else None,
-                           declared_length=length)
+        facts = BodyFacts(checksum=checksum, declared_length=length,
+                          verified_md5=bytes.fromhex(md5) if md5 else None)
+        return Relay(ClosingBody(CountingBody(files, count)), facts)
 
     async def body() -> AsyncIterator[bytes]:
         async for chunk in read_slices(store, pieces, chunk_size):
@@ -172,7 +172,7 @@ def backend_body(store: CacheStore, segments: Sequence[Segment], count: Callable
                 hasher(chunk)
             count(len(chunk))
             yield chunk
-    return ClosingBody(body(), checksum=checksum, declared_length=length)
+    return Relay(ClosingBody(body()), BodyFacts(checksum=checksum, declared_length=length))
 
 
 def open_pinned(store: CacheStore, segments: Sequence[Segment],

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from backends.base import DescribedBody, Relay
 from backends.blocking import run_cache_blocking
 from backends.errors import BadDigest, SlowDown
 from gateway.cache.device import device_full, out_of_space
@@ -236,9 +237,13 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
         yield chunk
 
 
-async def overflow_body(store: CacheStore, spooled: Spooled) -> AsyncIterator[bytes]:
-    """The spooled bytes read back from the temp file, then the rest of the body. The
-    spooled file's space is released as soon as it has been read."""
+def overflow_body(store: CacheStore, spooled: Spooled, body: DescribedBody) -> Relay:
+    """The spooled bytes of ``body`` read back from the temp file, then the rest of it,
+    with its facts. The spooled file's space is released as soon as it has been read."""
+    return Relay(_overflow_chunks(store, spooled), body.facts)
+
+
+async def _overflow_chunks(store: CacheStore, spooled: Spooled) -> AsyncIterator[bytes]:
     chunk_size = store.settings.chunk_size
     if spooled.writer is not None:
         path = spooled.writer.tmp_path

@@ -23,13 +23,15 @@ from backends.base import (
     BucketInfo,
     CompletedPart,
     CopyingBackend,
+    DescribedBody,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
     PartInfo,
     RangeRequest,
+    Relay,
     UploadInfo,
-    body_declared_length,
+    bare,
     final_meta,
 )
 from backends.conditions import check_write_etag
@@ -346,7 +348,7 @@ class CacheTier:
         elif self._store.unsynced(bk):
             await self._store.barrier()
 
-    def _counted(self, body: AsyncIterator[bytes], origin: object) -> CountingBody:
+    def _counted(self, body: DescribedBody) -> Relay:
         """``body`` on its way past the cache, counted as client traffic and ingest."""
         stats = self._store.stats
 
@@ -354,7 +356,7 @@ class CacheTier:
             stats.backend_client_bytes_total += n
             stats.ingest_bytes_total += n
             stats.writearound_bytes_total += n
-        return CountingBody(body, count, origin)
+        return Relay(CountingBody(body, count), body.facts)
 
     # -- buckets -----------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
@@ -398,7 +400,7 @@ class CacheTier:
                     await store.commit((bucket, key), None, sync=False)
 
     # -- objects -----------------------------------------------------------------------
-    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
                          meta: ObjectMeta, content_md5: bytes | None = None,
                          if_match: str | None = None, if_none_match: str | None = None,
                          size_hint: int | None = None) -> ObjectInfo:
@@ -409,7 +411,7 @@ class CacheTier:
         await self.check_bucket(bucket)
         bk = (bucket, key)
         store = self._store
-        declared = size_hint if size_hint is not None else body_declared_length(body)
+        declared = size_hint if size_hint is not None else body.facts.declared_length
         await self.admit(declared)
         with self.admission.writing(declared):
             current = store.get(*bk)
@@ -425,11 +427,10 @@ class CacheTier:
                                               if_none_match)
             if spooled.overflow:
                 try:
-                    return await self._put_direct(bk, overflow_body(store, spooled), meta,
-                                                  content_md5, if_match, if_none_match,
+                    return await self._put_direct(bk, overflow_body(store, spooled, body),
+                                                  meta, content_md5, if_match, if_none_match,
                                                   counted=spooled.consumed,
-                                                  cleanup=lambda: spooled.discard(store),
-                                                  origin=body)
+                                                  cleanup=lambda: spooled.discard(store))
                 finally:
                     await spooled.discard(store)
             meta = final_meta(meta, body)
@@ -467,15 +468,14 @@ class CacheTier:
         except CacheFull:
             return None
 
-    async def _put_direct(self, bk: BK, body: AsyncIterator[bytes], meta: ObjectMeta,
+    async def _put_direct(self, bk: BK, body: DescribedBody, meta: ObjectMeta,
                           content_md5: bytes | None, if_match: str | None,
                           if_none_match: str | None, counted: int = 0,
                           cleanup: Callable[[], Awaitable[None]] | None = None,
-                          measure: bool = False, origin: object = None) -> ObjectInfo:
+                          measure: bool = False) -> ObjectInfo:
         """Write straight to the backend, once no older version waits in the cache.
         ``cleanup`` runs before the key is released (so the reply is not delayed past
-        a later writer's); ``measure`` feeds the backend rate of the admission rule;
-        ``origin`` is the request body when ``body`` is made of it (its checksum)."""
+        a later writer's); ``measure`` feeds the backend rate of the admission rule."""
         await self.acquire_clean(bk)
         try:
             await self.invalidate(bk)
@@ -483,7 +483,7 @@ class CacheTier:
             started = asyncio.get_running_loop().time()
             try:
                 info = await self._inner.put_object(
-                    bk[0], bk[1], self._counted(body, origin or body), meta=meta,
+                    bk[0], bk[1], self._counted(body), meta=meta,
                     content_md5=content_md5, if_match=if_match, if_none_match=if_none_match)
             except (SlowDown, ServiceUnavailable, BackendError, OSError):
                 self.admission.backend_failed()
@@ -627,7 +627,7 @@ class CacheTier:
         async with stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
-            return await self.put_object(dst_bucket, dst_key, aiter(stream), meta=meta,
+            return await self.put_object(dst_bucket, dst_key, bare(aiter(stream)), meta=meta,
                                          size_hint=stream.info.size)
 
     async def _copy_in_backend(self, src_bucket: str, src_key: str, bk: BK,
@@ -653,7 +653,7 @@ class CacheTier:
         return await self._uploads.create(bucket, key, meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: AsyncIterator[bytes], *,
+                          body: DescribedBody, *,
                           content_md5: bytes | None = None) -> PartInfo:
         return await self._uploads.upload_part(bucket, key, upload_id, part_number, body,
                                                content_md5)

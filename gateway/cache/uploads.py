@@ -30,7 +30,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
-    body_declared_length,
+    bare,
 )
 from backends.errors import InvalidPart, NoSuchUpload, PreconditionFailed
 from backends.multipart import (
@@ -53,19 +53,6 @@ def _check_part_number(part_number: int) -> None:
     if not 1 <= part_number <= MAX_PART_NUMBER:
         raise InvalidPart(f"Part number must be an integer between 1 and "
                           f"{MAX_PART_NUMBER}, inclusive.")
-
-
-class _SizedBody(DescribedBody):
-    """Bytes whose length is known up front (like a request's Content-Length)."""
-
-    __slots__ = ("_body", "declared_length")
-
-    def __init__(self, body: AsyncIterator[bytes], length: int) -> None:
-        self._body = body
-        self.declared_length: int | None = length
-
-    async def __anext__(self) -> bytes:
-        return await self._body.__anext__()
 
 
 class CachedUploads:
@@ -116,7 +103,7 @@ class CachedUploads:
         return upload.info()
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: AsyncIterator[bytes], content_md5: bytes | None) -> PartInfo:
+                          body: DescribedBody, content_md5: bytes | None) -> PartInfo:
         upload = self._mine(bucket, key, upload_id)
         if upload is None:
             native = self._native()
@@ -132,7 +119,7 @@ class CachedUploads:
                                   on_bytes=tier.count_ingest, retry_after=tier.retry_after)
             return await self._cache_part(upload, part_number, spooled, body, None)
         await remote.ready()
-        declared = body_declared_length(body)
+        declared = body.facts.declared_length
         await tier.admit(declared)
         with tier.admission.writing(declared):
             past = tier.bypass_cache(declared) or not store.space.volumes
@@ -149,14 +136,14 @@ class CachedUploads:
                 try:
                     store.stats.ingest_bytes_total -= spooled.consumed  # counted again on the way
                     return await remote.send_body(upload, part_number,
-                                                  overflow_body(store, spooled), content_md5,
-                                                  origin=body)
+                                                  overflow_body(store, spooled, body),
+                                                  content_md5, close=True)
                 finally:
                     await spooled.discard(store)
             return await self._cache_part(upload, part_number, spooled, body, started)
 
     async def _cache_part(self, upload: Upload, part_number: int, spooled: Spooled,
-                          body: AsyncIterator[bytes], started: float | None) -> PartInfo:
+                          body: DescribedBody, started: float | None) -> PartInfo:
         """Record a spooled part, replacing a part of that number wherever it lived."""
         tier, store, remote = self._tier, self._store, self._backend
         upload_id = upload.upload_id
@@ -226,7 +213,8 @@ class CachedUploads:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
             return await self.upload_part(bucket, key, upload_id, part_number,
-                                          _SizedBody(aiter(stream), stream.content_length),
+                                          bare(aiter(stream),
+                                               declared_length=stream.content_length),
                                           None)
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:

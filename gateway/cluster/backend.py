@@ -26,6 +26,7 @@ from backends.base import (
     BucketInfo,
     CompletedPart,
     CopyingBackend,
+    DescribedBody,
     MultipartBackend,
     ObjectInfo,
     ObjectMeta,
@@ -33,6 +34,7 @@ from backends.base import (
     PartInfo,
     RangeRequest,
     UploadInfo,
+    bare,
 )
 from backends.errors import BucketNotEmpty, NotImplementedByBackend, PreconditionFailed
 from backends.internal_keys import CONFIG_PREFIX
@@ -197,7 +199,7 @@ class ClusterBackend:
                             peer.node, bucket, result)
 
     # -- objects -----------------------------------------------------------------------
-    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
                          meta: ObjectMeta, content_md5: bytes | None = None,
                          if_match: str | None = None, if_none_match: str | None = None,
                          size_hint: int | None = None) -> ObjectInfo:
@@ -282,7 +284,7 @@ class ClusterBackend:
         async with await self.get_object(src_bucket, src_key) as stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
-            return await self.put_object(dst_bucket, dst_key, aiter(stream), meta=meta,
+            return await self.put_object(dst_bucket, dst_key, bare(aiter(stream)), meta=meta,
                                          size_hint=stream.info.size)
 
     async def iter_objects(self, bucket: str, *, prefix: str = "",
@@ -345,7 +347,7 @@ class ClusterBackend:
         return await self._multipart().create_multipart_upload(bucket, key, meta=meta)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: AsyncIterator[bytes], *,
+                          body: DescribedBody, *,
                           content_md5: bytes | None = None) -> PartInfo:
         return await self._multipart().upload_part(bucket, key, upload_id, part_number, body,
                                                    content_md5=content_md5)

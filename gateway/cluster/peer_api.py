@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from backends.base import Backend, RangeRequest
+from backends.base import Backend, RangeRequest, bare
 from backends.errors import (
     BucketNotEmpty,
     IncompleteBody,
@@ -25,6 +25,7 @@ from backends.errors import (
 )
 from backends.numbers import natural
 from gateway.cache.cluster_view import ClusterView
+from gateway.checksumming import ChecksummingBody
 from gateway.cluster import wire
 from gateway.cluster.bodyseal import unseal
 from gateway.cluster.errors import PeerAuthFailed
@@ -193,8 +194,12 @@ class PeerAPI:
         bucket, key = self._owned(request)
         meta = wire.meta_from(json.loads(request.headers.get("x-squall-meta") or "{}"))
         md5 = request.headers.get("x-squall-md5")
+        algorithm = request.headers.get(wire.CHECKSUM_ALGORITHM_HEADER)
+        raw = request_body(request.receive)
+        # The checksum the sender's body verified is computed again from the bytes here.
+        body = bare(raw) if algorithm is None else ChecksummingBody(raw, algorithm)
         info = await self._objects.put_object(
-            bucket, key, request_body(request.receive), meta=meta,
+            bucket, key, body, meta=meta,
             content_md5=bytes.fromhex(md5) if md5 else None,
             if_match=request.headers.get("x-squall-if-match"),
             if_none_match=request.headers.get("x-squall-if-none-match"))

@@ -12,7 +12,14 @@ import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from backends.base import ObjectInfo, ObjectMeta, ObjectStream, RangeRequest, UploadInfo
+from backends.base import (
+    DescribedBody,
+    ObjectInfo,
+    ObjectMeta,
+    ObjectStream,
+    RangeRequest,
+    UploadInfo,
+)
 from backends.errors import ServiceUnavailable
 from backends.streams import ClosingBody
 from gateway.cluster import wire
@@ -121,7 +128,7 @@ class PeerClient:
                 ("suffix", byte_range.suffix)) if value is not None})
         return await self._stream(await self._call("GET", "object", params), byte_range)
 
-    async def put_object(self, bucket: str, key: str, body: AsyncIterator[bytes], *,
+    async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
                          meta: ObjectMeta, content_md5: bytes | None, if_match: str | None,
                          if_none_match: str | None) -> ObjectInfo:
         headers = [(b"x-squall-meta", wire.dumps(wire.to_json(meta)).encode())]
@@ -131,6 +138,9 @@ class PeerClient:
             headers.append((b"x-squall-if-match", if_match.encode("latin-1")))
         if if_none_match is not None:
             headers.append((b"x-squall-if-none-match", if_none_match.encode("latin-1")))
+        algorithm = body.facts.checksum_algorithm
+        if algorithm is not None:
+            headers.append((wire.CHECKSUM_ALGORITHM_HEADER.encode(), algorithm.encode()))
         data = await self._json("PUT", "object", {"bucket": bucket, "key": key},
                                 headers=headers, content=body)
         assert isinstance(data, dict)

@@ -30,7 +30,7 @@ import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
 
-from backends.base import Backend, ObjectInfo
+from backends.base import Backend, ObjectInfo, bare
 from backends.errors import NoSuchKey, StorageError
 from gateway.background import BackgroundLoop
 from gateway.cache.cluster_view import ClusterView
@@ -202,7 +202,7 @@ class Replication:
             with contextlib.suppress(NoSuchKey):
                 await self._local.delete_object(bucket, key)
             return
-        await self._local.put_object(bucket, key, body, meta=info.meta)
+        await self._local.put_object(bucket, key, bare(body), meta=info.meta)
 
     async def _adopt_loop(self) -> None:
         while True:

@@ -22,6 +22,8 @@ from gateway.versioning.objects import DeleteOutcome
 
 INFO_HEADER = "x-squall-info"
 ERROR_HEADER = "x-squall-error"
+#: the algorithm of the checksum a body sent to a peer verifies (the peer computes it again)
+CHECKSUM_ALGORITHM_HEADER = "x-squall-checksum-algorithm"
 
 
 def dumps(value: Any) -> str:

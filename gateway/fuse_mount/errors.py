@@ -2,7 +2,12 @@
 
 ``translate`` turns botocore exceptions into the typed errors of :mod:`backends.errors`
 (plus the wire-only access errors of :mod:`gateway.s3api.errors`) and logs each failure
-with its S3 request id; ``errno_for`` maps any exception to the errno a FUSE call returns.
+with S3's code, message and request id; ``describe`` gives that line for an error raised
+from one; ``errno_for`` maps any exception to the errno a FUSE call returns.
+
+The writes of a file (:data:`FILE_WRITES`) are logged here at debug level only: the open
+file reports its failure once, with S3's message (one line per file, however many
+requests and calls fail after it).
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ class EndpointUnreachable(se.ServiceUnavailable):
 
 class UploadFailed(StorageError):
     """An earlier upload of this open file failed; its data was not stored."""
+
+
+#: requests that store a file's data: their failures are the file's to report
+FILE_WRITES = frozenset({"PutObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
+                         "CompleteMultipartUpload"})
 
 
 # S3 error code -> typed error class (constructed without arguments where possible).
@@ -100,15 +110,32 @@ def translate(operation: str, bucket: str, key: str = "", *,
         request_id = meta.get("RequestId") or meta.get("HTTPHeaders", {}).get(
             "x-amz-request-id", "-")
         cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or se.BackendError
-        quiet = quiet or (cls is se.NoSuchKey and operation in ("HeadObject", "GetObject"))
+        quiet = quiet or operation in FILE_WRITES or (
+            cls is se.NoSuchKey and operation in ("HeadObject", "GetObject"))
         (log.debug if quiet else log.warning)(
-            "%s %s/%s failed: %s %s (request id %s)", operation, bucket, key, status,
-            code or "-", request_id)
+            "%s %s/%s failed: %s %s: %s (request id %s)", operation, bucket, key, status,
+            code or "-", message or "-", request_id)
         raise _build(cls, bucket, key, message or code) from exc
     except BotoCoreError as exc:
         (log.debug if quiet else log.warning)("%s %s/%s failed: %s", operation, bucket,
                                               key, exc)
         raise EndpointUnreachable(str(exc)) from exc
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a log: S3's status, code, message and request id when the gateway
+    refused a request, else the error's own message."""
+    cause = exc.__cause__
+    if isinstance(cause, ClientError):
+        meta = cause.response.get("ResponseMetadata", {})
+        error = cause.response.get("Error", {})
+        request_id = meta.get("RequestId") or meta.get("HTTPHeaders", {}).get(
+            "x-amz-request-id", "-")
+        return (f"{meta.get('HTTPStatusCode', '-')} {error.get('Code') or '-'}: "
+                f"{error.get('Message') or '-'} (request id {request_id})")
+    if isinstance(exc, StorageError):
+        return f"{type(exc).__name__}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def errno_for(exc: BaseException) -> int:

@@ -9,8 +9,9 @@ import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+from backends.errors import StorageError
 from gateway.fuse_mount.binding import mfusepy
-from gateway.fuse_mount.errors import errno_for
+from gateway.fuse_mount.errors import UploadFailed, describe, errno_for
 
 log = logging.getLogger("gateway.fuse_mount.operations")
 P = ParamSpec("P")
@@ -18,7 +19,9 @@ R = TypeVar("R")
 
 
 def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
-    """Turn any exception into ``FuseOSError(errno)``; log the unexpected ones."""
+    """Turn any exception into ``FuseOSError(errno)``. A storage error is expected (the
+    errno tells the program; an open file's failed upload is reported once by the file):
+    one line at debug level. Anything else is a bug: logged with its traceback."""
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
@@ -27,7 +30,10 @@ def fuse_op(method: Callable[P, R]) -> Callable[P, R]:
             raise
         except Exception as exc:
             number = errno_for(exc)
-            if not isinstance(exc, OSError) and number == errno.EIO:
+            if isinstance(exc, StorageError):
+                if not isinstance(exc, UploadFailed):
+                    log.debug("%s%r failed: %s", method.__name__, args[1:2], describe(exc))
+            elif not isinstance(exc, OSError) and number == errno.EIO:
                 log.exception("%s%r failed", method.__name__, args[1:2])
             raise mfusepy.FuseOSError(number) from exc
     return wrapper

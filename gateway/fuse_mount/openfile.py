@@ -36,7 +36,7 @@ from pathlib import Path
 
 from backends.errors import StorageError
 from gateway.fuse_mount.attrs import Attr, metadata_for, parse_mtime
-from gateway.fuse_mount.errors import UploadFailed
+from gateway.fuse_mount.errors import UploadFailed, describe
 from gateway.fuse_mount.store import BucketClient, RemoteObject
 from gateway.fuse_mount.upload import PartUploader
 
@@ -182,6 +182,11 @@ class OpenFile:
             os.pwrite(self._staging, data, offset)
             self.size = max(self.size, offset + len(data))
 
+    @property
+    def failed(self) -> bool:
+        """Whether storing the file failed (reported once, when it did)."""
+        return self.state is State.FAILED
+
     def read(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` of the content as written here so far."""
         with self.lock:
@@ -314,7 +319,9 @@ class OpenFile:
         try:
             yield
         except (StorageError, OSError) as exc:
-            log.error("writing %s failed; the file's data is not stored: %r", self.key, exc)
+            log.error("writing %s failed; the file's data is not stored: %s", self.key,
+                      describe(exc))
+            log.debug("the failure of %s", self.key, exc_info=exc)
             self.state = State.FAILED
             self._error = exc
             if self._uploader is not None:

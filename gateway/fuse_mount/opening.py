@@ -10,6 +10,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from gateway.fuse_mount.attrs import metadata_for
+from gateway.fuse_mount.errors import describe
 from gateway.fuse_mount.handles import Handle, OpenFiles, ReadStream
 from gateway.fuse_mount.namespace import Namespace, PathError, key_of
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
@@ -111,7 +112,9 @@ class FileOpener:
         try:
             f.release()
         except Exception as exc:  # noqa: BLE001 - logged and reported by the exit code
-            log.error("could not store %s: %r; its previous version stays", f.key, exc)
+            if not f.failed:  # (a failed file has said so once)
+                log.error("could not store %s: %s; its previous version stays", f.key,
+                          describe(exc))
             self.unsaved.append(f.key)
 
     def replace_open(self, new: str, keep: OpenFile | None) -> None:

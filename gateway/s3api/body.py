@@ -3,7 +3,7 @@
 :func:`request_body` wraps the raw HTTP body in a :class:`RequestBody`. Every verification
 failure (short body, ``x-amz-content-sha256`` mismatch, checksum mismatch, bad chunk
 signature) is raised from ``__anext__`` in place of the final ``StopAsyncIteration``, so a
-backend that consumes the body never commits one that failed. Once exhausted, ``checksum``
+backend that consumes the body never commits one that failed. Once exhausted, ``facts.checksum``
 is ``(ALGORITHM, base64)`` when the client sent or asked for an additional checksum; it is
 what :func:`backends.base.final_meta` picks up.
 
@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from backends.base import CHECKSUM_ALGORITHMS, DescribedBody
+from backends.base import CHECKSUM_ALGORITHMS, BodyFacts, DescribedBody
 from backends.blocking import run_blocking
 from backends.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
 from backends.errors import BadDigest, IncompleteBody
@@ -53,11 +53,13 @@ class RequestBody(DescribedBody):
     """A verifying ``AsyncIterator[bytes]`` over a request body (see the module docstring)."""
 
     __slots__ = ("_count", "_decoder", "_expected_length", "_failure", "_finished", "_hasher",
-                 "_plan", "_sha", "_sha_expected", "_source", "checksum", "declared_length")
+                 "_plan", "_sha", "_sha_expected", "_source")
 
     def __init__(self, source: AsyncIterator[bytes], *, decoder: AwsChunkedDecoder | None,
                  expected_length: int | None, payload_sha256: str | None,
                  plan: ChecksumPlan | None) -> None:
+        super().__init__(BodyFacts(checksum_algorithm=plan.algorithm if plan else None,
+                                   declared_length=expected_length))
         self._source = source
         self._decoder = decoder
         self._expected_length = expected_length
@@ -68,9 +70,6 @@ class RequestBody(DescribedBody):
         self._hasher: Hasher | None = new_hasher(plan.algorithm) if plan else None
         self._failure: Exception | None = None
         self._finished = False
-        self.checksum: tuple[str, str] | None = None
-        #: the payload length the request declared (None: unknown); a sizing hint
-        self.declared_length: int | None = expected_length
 
     async def __anext__(self) -> bytes:
         if self._failure is not None:
@@ -135,7 +134,7 @@ class RequestBody(DescribedBody):
             if expected is not None and expected != actual:
                 raise BadDigest(f"The {plan.algorithm} you specified did not match the "
                                 "calculated checksum.")
-            self.checksum = (plan.algorithm, base64.b64encode(actual).decode("ascii"))
+            self.facts.checksum = (plan.algorithm, base64.b64encode(actual).decode("ascii"))
         self._finished = True
 
 
@@ -158,7 +157,7 @@ def request_body(raw: AsyncIterator[bytes], headers: Mapping[str, str],
                                                            "x-amz-decoded-content-length"))
         body = RequestBody(decoder, decoder=decoder, expected_length=None,
                            payload_sha256=None, plan=plan)
-        body.declared_length = _length(decoded, "x-amz-decoded-content-length")
+        body.facts.declared_length = _length(decoded, "x-amz-decoded-content-length")
         return body
     length = headers.get("content-length")
     return RequestBody(raw, decoder=None,

@@ -20,7 +20,7 @@ wins). See docs/versioning.md.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from backends.base import (
@@ -30,11 +30,13 @@ from backends.base import (
     ObjectMeta,
     ObjectStream,
     RangeRequest,
+    bare,
 )
 from backends.errors import InvalidVersionId, NoSuchKey, NoSuchVersion
 from backends.internal_keys import CONFIG_PREFIX, record_base
 from backends.internal_keys import VERSION_RECORDS as RECORDS
 from backends.locks import NamedLocks
+from backends.streams import body_of
 from gateway.versioning import ids
 from gateway.versioning.errors import (
     DeleteMarkerIsLatest,
@@ -66,11 +68,6 @@ class DeleteOutcome:
 
     version_id: str | None  # None in an unversioned bucket
     delete_marker: bool
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover
 
 
 def check_version_id(version_id: str) -> None:
@@ -302,7 +299,7 @@ class VersionedObjects:
                 await self._archive(bucket, current)
             await self._backend.delete_object(bucket, key)
         marker = as_record(Version(key, self._ids.new(), null, True, key))
-        await self._backend.put_object(bucket, marker.stored_key, _empty(),
+        await self._backend.put_object(bucket, marker.stored_key, body_of(b""),
                                        meta=stamp(ObjectMeta(), marker.order, null=null))
         if null:
             await self._drop_null_records(bucket, key, keep=marker.stored_key)
@@ -342,7 +339,7 @@ class VersionedObjects:
             await self._backend.copy_object(bucket, src_key, bucket, dst_key, meta=meta)
             return
         async with await self._backend.get_object(bucket, src_key) as stream:
-            await self._backend.put_object(bucket, dst_key, aiter(stream), meta=meta)
+            await self._backend.put_object(bucket, dst_key, bare(aiter(stream)), meta=meta)
 
     async def replace_meta(self, bucket: str, key: str, version_id: str | None,
                            change: Callable[[ObjectMeta], ObjectMeta]) -> ObjectInfo:

@@ -11,10 +11,10 @@ import enum
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 
 from backends.base import Backend, ObjectMeta
 from backends.errors import BackendError, NoSuchKey
+from backends.streams import body_of
 from gateway.versioning.records import CONFIG_KEY, FORMAT
 
 log = logging.getLogger(__name__)
@@ -56,10 +56,6 @@ def decode_status(bucket: str, raw: bytes) -> VersioningStatus:
         return VersioningStatus.ENABLED
 
 
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data
-
-
 class BucketStates:
     """Reads and writes the versioning status of buckets through ``backend``."""
 
@@ -85,7 +81,7 @@ class BucketStates:
     async def put(self, bucket: str, status: VersioningStatus) -> None:
         if status is VersioningStatus.UNVERSIONED:
             raise ValueError("a bucket never returns to unversioned")
-        await self._backend.put_object(bucket, CONFIG_KEY, _once(encode_status(status)),
+        await self._backend.put_object(bucket, CONFIG_KEY, body_of(encode_status(status)),
                                        meta=ObjectMeta(content_type="application/json"))
         self._cache[bucket] = (status, time.monotonic())
 

@@ -29,11 +29,14 @@ from typing import Any, ClassVar
 import pytest
 
 from backends.base import (
+    BodyFacts,
     CompletedPart,
     DescribedBody,
     ObjectMeta,
     ObjectStream,
     RangeRequest,
+    Relay,
+    bare,
 )
 from backends.checksums import new_hasher
 from backends.errors import (
@@ -82,37 +85,40 @@ def md5_hex(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
-async def body_of(data: bytes, chunk: int = 64 * 1024,
-                  pause: bool = False) -> AsyncIterator[bytes]:
+def body_of(data: bytes, chunk: int = 64 * 1024, pause: bool = False) -> Relay:
     """``data`` in ``chunk``-sized pieces; ``pause`` yields to the loop between pieces."""
-    for start in range(0, len(data), chunk):
-        if pause:
-            await asyncio.sleep(0)
-        yield data[start:start + chunk]
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(data), chunk):
+            if pause:
+                await asyncio.sleep(0)
+            yield data[start:start + chunk]
+    return bare(pieces())
 
 
 class BodyFailure(Exception):
     """Raised by a body iterator in the middle of an upload."""
 
 
-async def failing_body(data: bytes, fail_after: int) -> AsyncIterator[bytes]:
-    yield data[:fail_after]
-    raise BodyFailure("client went away")
+def failing_body(data: bytes, fail_after: int) -> Relay:
+    async def pieces() -> AsyncIterator[bytes]:
+        yield data[:fail_after]
+        raise BodyFailure("client went away")
+    return bare(pieces())
 
 
 class ChecksumBody(DescribedBody):
-    """A verifying body: exposes ``checksum`` once exhausted, like the S3 layer's bodies."""
+    """A verifying body: its facts name the checksum once exhausted, like the S3 layer's."""
 
-    __slots__ = ("_checksum", "_pieces", "checksum")
+    __slots__ = ("_checksum", "_pieces")
 
     def __init__(self, data: bytes, checksum: tuple[str, str]) -> None:
+        super().__init__(BodyFacts(checksum_algorithm=checksum[0]))
         self._pieces = [data[i:i + 4096] for i in range(0, len(data), 4096)]
         self._checksum = checksum
-        self.checksum: tuple[str, str] | None = None
 
     async def __anext__(self) -> bytes:
         if not self._pieces:
-            self.checksum = self._checksum
+            self.facts.checksum = self._checksum
             raise StopAsyncIteration
         return self._pieces.pop(0)
 

@@ -8,7 +8,7 @@ import contextlib
 import random
 from collections.abc import AsyncIterator
 
-from backends.base import CompletedPart, ObjectMeta
+from backends.base import CompletedPart, ObjectMeta, bare
 from backends.blobseer_like import BlobseerBackend
 from backends.blobseer_like import format as fmt
 from tests.backends.blobseer_like.conftest import CHUNK, MIN_PART, Factory
@@ -104,7 +104,7 @@ async def test_in_flight_writes_and_open_streams_survive_a_pass(
         store: BlobseerBackend) -> None:
     data = blob(6 * CHUNK)
     release, started = asyncio.Event(), asyncio.Event()
-    writing = asyncio.ensure_future(store.put_object("bkt", "new", _held(data, release, started),
+    writing = asyncio.ensure_future(store.put_object("bkt", "new", bare(_held(data, release, started)),
                                                      meta=ObjectMeta()))
     old = blob(4 * CHUNK, seed=9)
     await put(store, "old", old)

@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from backends.base import DescribedBody, ObjectMeta
+from backends.base import BodyFacts, DescribedBody, ObjectMeta
 from backends.posix import PosixBackend
 from tests.backends.conformance import body_of, collect, read_all
 
@@ -47,14 +47,10 @@ class Declared(DescribedBody):
 
     def __init__(self, data: bytes, *, declared: int | None = None,
                  held: asyncio.Event | None = None, piece: int = MIN_PART // 4) -> None:
+        super().__init__(BodyFacts(declared_length=len(data) if declared is None else declared))
         self._chunks = body_of(data, chunk=piece)
-        self._length = len(data) if declared is None else declared
         self._held = held
         self.started = asyncio.Event()
-
-    @property
-    def declared_length(self) -> int | None:
-        return self._length
 
     async def __anext__(self) -> bytes:
         chunk = await self._chunks.__anext__()

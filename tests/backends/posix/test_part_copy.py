@@ -19,6 +19,7 @@ from backends.errors import (
 )
 from backends.multipart import multipart_etag
 from backends.posix import PosixBackend
+from backends.streams import body_of
 from tests.backends.conformance import blob, md5_hex
 from tests.backends.posix.support import MIN_PART, get, open_fds, put
 
@@ -56,7 +57,7 @@ async def test_a_multipart_source_gets_the_md5_of_its_bytes(posix: PosixBackend)
     parts = [blob(MIN_PART, seed=2), b"end"]
     up = await posix.create_multipart_upload("bkt", "mp", meta=ObjectMeta())
     infos = [await posix.upload_part("bkt", "mp", up.upload_id, n + 1,
-                                     _body(d)) for n, d in enumerate(parts)]
+                                     body_of(d)) for n, d in enumerate(parts)]
     await posix.complete_multipart_upload(
         "bkt", "mp", up.upload_id, [CompletedPart(p.part_number, p.etag) for p in infos])
     dst = await posix.create_multipart_upload("bkt", "dst", meta=ObjectMeta())
@@ -104,7 +105,3 @@ async def test_a_file_system_without_copy_offload_gets_a_plain_copy(
     await posix.complete_multipart_upload("bkt", "dst", up.upload_id,
                                           [CompletedPart(1, part.etag)])
     assert await get(posix, "dst") == data[3:2 * MIN_PART + 6]
-
-
-async def _body(data: bytes):  # type: ignore[no-untyped-def]
-    yield data

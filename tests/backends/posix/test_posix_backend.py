@@ -23,6 +23,7 @@ from backends.base import (
     MultipartBackend,
     ObjectMeta,
     RangeRequest,
+    bare,
 )
 from backends.errors import (
     BackendError,
@@ -226,7 +227,7 @@ async def test_cancelled_put_leaves_nothing(posix: PosixBackend) -> None:
         await asyncio.Event().wait()  # a client that stops sending
         yield b"never"
 
-    task = asyncio.ensure_future(posix.put_object("bkt", "k", stalled(), meta=ObjectMeta()))
+    task = asyncio.ensure_future(posix.put_object("bkt", "k", bare(stalled()), meta=ObjectMeta()))
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import DescribedBody, ObjectMeta
+from backends.base import BodyFacts, DescribedBody, ObjectMeta
 from backends.blocking import run_blocking
 from backends.direct_io import COPY_CHUNK
 from backends.files import copy_data
@@ -25,13 +25,9 @@ class RegionBody(DescribedBody):
     """Two regions of one open file, offered whole; iterating it is a failure."""
 
     def __init__(self, fd: int, pieces: list[tuple[int, int]], md5: bytes | None) -> None:
+        super().__init__(BodyFacts(verified_md5=md5))
         self.regions = [FileRegion(fd, offset, count, run_blocking) for offset, count in pieces]
-        self._md5 = md5
         self.read = False
-
-    @property
-    def verified_md5(self) -> bytes | None:
-        return self._md5
 
     async def __anext__(self) -> bytes:
         self.read = True

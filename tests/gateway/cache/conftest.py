@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from backends.base import Backend, ObjectMeta, ObjectStream
+from backends.base import Backend, ObjectMeta, ObjectStream, Relay, bare
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings
 from gateway.cache.tier import CacheTier
@@ -46,9 +46,11 @@ def cache_settings(base: Path, capacity: int = 1 << 20, volumes: int = 1,
     return CacheSettings(**values)
 
 
-async def body(data: bytes, chunk: int = 1000) -> AsyncIterator[bytes]:
-    for i in range(0, len(data), chunk):
-        yield data[i:i + chunk]
+def body(data: bytes, chunk: int = 1000) -> Relay:
+    async def pieces() -> AsyncIterator[bytes]:
+        for i in range(0, len(data), chunk):
+            yield data[i:i + chunk]
+    return bare(pieces())
 
 
 async def read_all(stream: ObjectStream) -> bytes:

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from backends.base import CompletedPart, DescribedBody, RangeRequest
+from backends.base import BodyFacts, CompletedPart, DescribedBody, RangeRequest
 from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
 from backends.multipart import multipart_etag
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, declare
@@ -110,20 +110,20 @@ async def test_uploads_survive_restart(env: Env) -> None:
 
 
 class _VerifyingBody(DescribedBody):
-    """Like the S3 layer's verifying bodies: ``checksum`` is set once exhausted."""
+    """Like the S3 layer's verifying bodies: ``facts.checksum`` is set once exhausted."""
 
-    __slots__ = ("_checksum", "_chunks", "checksum")
+    __slots__ = ("_checksum", "_chunks")
 
     def __init__(self, data: bytes, checksum: tuple[str, str]) -> None:
+        super().__init__(BodyFacts(checksum_algorithm=checksum[0]))
         self._chunks = iter([data])
         self._checksum = checksum
-        self.checksum: tuple[str, str] | None = None
 
     async def __anext__(self) -> bytes:
         try:
             return next(self._chunks)
         except StopIteration:
-            self.checksum = self._checksum
+            self.facts.checksum = self._checksum
             raise StopAsyncIteration from None
 
 

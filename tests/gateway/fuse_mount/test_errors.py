@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import errno
+import logging
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from backends import errors as se
-from gateway.fuse_mount.errors import EndpointUnreachable, UploadFailed, errno_for, translate
+from gateway.fuse_mount.binding import mfusepy
+from gateway.fuse_mount.errors import (
+    EndpointUnreachable,
+    UploadFailed,
+    describe,
+    errno_for,
+    translate,
+)
+from gateway.fuse_mount.fuseop import fuse_op
 from gateway.s3api import errors as pe
 
 
@@ -56,3 +65,46 @@ def test_calls_after_a_failed_upload_keep_the_errno_of_the_failure() -> None:
             raise UploadFailed(resource="k") from cause
         except UploadFailed as exc:
             assert errno_for(exc) == number
+
+
+def test_a_file_write_refused_is_logged_once_by_the_file_not_per_request(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    refused = ClientError({"Error": {"Code": "InvalidRequest",
+                                     "Message": "Checksum Type mismatch occurred"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400, "RequestId": "R7"}},
+                          "UploadPart")
+    with pytest.raises(se.BackendError) as info, translate("UploadPart", "b", "k"):
+        raise refused
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]  # the file reports it
+    assert describe(info.value) == ("400 InvalidRequest: Checksum Type mismatch occurred "
+                                    "(request id R7)")
+    assert errno_for(info.value) == errno.EIO
+
+
+def test_storage_errors_of_fuse_calls_leave_no_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    class Ops:
+        @fuse_op
+        def write(self, path: str) -> None:
+            raise UploadFailed(resource=path) from se.BackendError("refused")
+
+        @fuse_op
+        def read(self, path: str) -> None:
+            raise se.BackendError("the gateway answered 500")
+
+        @fuse_op
+        def buggy(self, path: str) -> None:
+            raise KeyError(path)
+
+    for call in (Ops().write, Ops().read):
+        with pytest.raises(mfusepy.FuseOSError) as raised:
+            call("/f")
+        assert raised.value.errno == errno.EIO
+    assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in caplog.records)
+    assert len(caplog.records) == 1  # the read; the write's failure was the file's to say
+    with pytest.raises(mfusepy.FuseOSError):
+        Ops().buggy("/f")
+    assert caplog.records[-1].levelno == logging.ERROR and caplog.records[-1].exc_info

@@ -208,8 +208,8 @@ def test_sustained_slowdown_is_enospc_and_keeps_the_previous_version(tmp_path: P
         with pytest.raises(OSError) as info:
             os.close(fd)
         assert info.value.errno == errno.ENOSPC
-        assert re.search(r"PutObject throttled/busy.bin failed: 503 SlowDown "
-                         r"\(request id [0-9A-F]+\)", mount.log()), mount.log()
+        assert re.search(r"ERROR .*writing busy.bin failed; the file's data is not stored: "
+                         r"503 SlowDown: .* \(request id [0-9A-F]+\)", mount.log()), mount.log()
         assert s3.get_object(Bucket="throttled", Key="busy.bin")["Body"].read() == previous
     finally:
         if mount is not None:

@@ -88,7 +88,7 @@ async def test_boto3_trailer_checksum_upload(algorithm: str) -> None:
             continue
         body = open_body(wire, size=size)
         assert await drain(body) == DATA
-        assert body.checksum == (algorithm, b64(algorithm, DATA))
+        assert body.facts.checksum == (algorithm, b64(algorithm, DATA))
 
 
 @pytest.mark.parametrize("algorithm", CHECKSUM_ALGORITHMS)
@@ -99,7 +99,7 @@ async def test_boto3_header_checksum_with_signed_payload(algorithm: str) -> None
     assert ctx.payload_mode is PayloadMode.SIGNED
     body = open_body(wire, ctx)
     assert await drain(body) == DATA
-    assert body.checksum == (algorithm, b64(algorithm, DATA))
+    assert body.facts.checksum == (algorithm, b64(algorithm, DATA))
 
 
 async def test_boto3_upload_part_and_final_meta() -> None:
@@ -159,7 +159,7 @@ async def test_boto3_signed_payload_without_checksum() -> None:
         "request_checksum_calculation": "when_required"}).call(
         "put_object", Bucket="b", Key="k", Body=DATA)
     body = open_body(wire)
-    assert await drain(body) == DATA and body.checksum is None
+    assert await drain(body) == DATA and body.facts.checksum is None
 
 
 # --- signed aws-chunked bodies -----------------------------------------------------------------
@@ -171,7 +171,7 @@ async def test_signed_chunks_with_header_checksum() -> None:
     headers = {"x-amz-decoded-content-length": str(len(DATA)),
                "x-amz-checksum-crc32": b64("CRC32", DATA)}
     body = request_body(_source(_pieces(raw, 777)), headers, ctx)
-    assert await drain(body) == DATA and body.checksum == ("CRC32", b64("CRC32", DATA))
+    assert await drain(body) == DATA and body.facts.checksum == ("CRC32", b64("CRC32", DATA))
     headers["x-amz-checksum-crc32"] = b64("CRC32", b"other")
     with pytest.raises(BadDigest):
         await drain(request_body(_source([raw]), headers, ctx))
@@ -183,7 +183,7 @@ async def test_signed_chunks_with_signed_checksum_trailer() -> None:
     headers = {"x-amz-decoded-content-length": str(len(DATA)),
                "x-amz-trailer": "x-amz-checksum-sha256", "content-encoding": "aws-chunked"}
     body = request_body(_source(_pieces(raw, 333)), headers, ctx)
-    assert await drain(body) == DATA and body.checksum == ("SHA256", b64("SHA256", DATA))
+    assert await drain(body) == DATA and body.facts.checksum == ("SHA256", b64("SHA256", DATA))
 
 
 async def test_streaming_requires_decoded_length() -> None:
@@ -243,7 +243,7 @@ async def test_header_checksum_each_algorithm(unsigned_ctx: AuthContext, algorit
     body = request_body(_source([b"123", b"456789"]), {name: b64(algorithm, b"123456789")},
                         unsigned_ctx)
     assert await drain(body) == b"123456789"
-    assert body.checksum == (algorithm, b64(algorithm, b"123456789"))
+    assert body.facts.checksum == (algorithm, b64(algorithm, b"123456789"))
     bad = request_body(_source([b"123456780"]), {name: b64(algorithm, b"123456789")},
                        unsigned_ctx)
     with pytest.raises(BadDigest, match=f"The {algorithm} you specified did not match"):
@@ -256,7 +256,7 @@ async def test_large_piece_is_hashed_off_the_loop(unsigned_ctx: AuthContext) -> 
                   payload_sha256=hashlib.sha256(big).hexdigest())
     crc = base64.b64encode((zlib.crc32(big) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
     body = request_body(_source([big]), {"x-amz-checksum-crc32": crc}, ctx)
-    assert await drain(body) == big and body.checksum == ("CRC32", crc)
+    assert await drain(body) == big and body.facts.checksum == ("CRC32", crc)
 
 
 async def test_sdk_algorithm_alone_asks_for_a_computed_checksum(
@@ -264,12 +264,12 @@ async def test_sdk_algorithm_alone_asks_for_a_computed_checksum(
     body = request_body(_source([b"123456789"]), {"x-amz-sdk-checksum-algorithm": "crc64nvme"},
                         unsigned_ctx)
     assert await drain(body) == b"123456789"
-    assert body.checksum == ("CRC64NVME", "rosUhgp5mIg=")
+    assert body.facts.checksum == ("CRC64NVME", "rosUhgp5mIg=")
 
 
 async def test_no_checksum(unsigned_ctx: AuthContext) -> None:
     body = request_body(_source([b"x"]), {"content-type": "text/plain"}, unsigned_ctx)
-    assert await drain(body) == b"x" and body.checksum is None
+    assert await drain(body) == b"x" and body.facts.checksum is None
     assert final_meta(ObjectMeta(), body) == ObjectMeta()
 
 

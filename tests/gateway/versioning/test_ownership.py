@@ -11,12 +11,9 @@ import pytest
 
 from backends.base import ObjectInfo, ObjectMeta
 from backends.posix import PosixBackend
+from backends.streams import body_of
 from gateway.versioning import VersionedObjects, VersioningStatus
 from gateway.versioning.errors import NotKeyOwner
-
-
-async def _body(data: bytes) -> AsyncIterator[bytes]:
-    yield data
 
 
 @pytest.fixture
@@ -35,11 +32,11 @@ async def test_writes_of_keys_owned_elsewhere_are_refused(store: PosixBackend,
 
     def writer(key: str, data: bytes):  # type: ignore[no-untyped-def]
         async def write(meta: ObjectMeta) -> ObjectInfo:
-            return await store.put_object("bkt", key, _body(data), meta=meta)
+            return await store.put_object("bkt", key, body_of(data), meta=meta)
         return write
 
     mine = await objects.write("bkt", "mine", ObjectMeta(), writer("mine", b"1"))
-    await store.put_object("bkt", "theirs", _body(b"old"), meta=ObjectMeta())
+    await store.put_object("bkt", "theirs", body_of(b"old"), meta=ObjectMeta())
     with pytest.raises(NotKeyOwner) as refused:
         await objects.write("bkt", "theirs", ObjectMeta(), writer("theirs", b"new"))
     assert refused.value.resource == "bkt/theirs"
