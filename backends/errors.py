@@ -152,6 +152,10 @@ class SlowDown(StorageError):
 class ServiceUnavailable(StorageError):
     """The service is unavailable; please retry."""
 
+    def __init__(self, message: str = "", *, resource: str = "", retry_after: int = 1) -> None:
+        super().__init__(message, resource=resource)
+        self.retry_after = retry_after
+
 
 class BackendError(StorageError):
     """The backend failed to complete the operation."""

@@ -15,13 +15,12 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from backends.base import ElasticBackend
-from backends.errors import StorageError
+from backends.errors import ServiceUnavailable, StorageError
 from gateway import admin_errors
 from gateway.auth import admin
 from gateway.auth.status import StatusGate, StatusGuard
 from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
-from gateway.cluster.errors import RingMismatch
 from gateway.cluster.node import describe_single
 from gateway.cluster.peerauth import HEADER_BYTES as PEER_HEADER
 from gateway.components import Components
@@ -70,7 +69,11 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await components.start()
+        try:
+            await components.start()
+        except ServiceUnavailable as exc:
+            log.error("cannot start: %s", exc)
+            raise
         watch = asyncio.ensure_future(users.watch())
         try:
             yield
@@ -131,23 +134,24 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     register_user_routes(app, users, access_key)  # /_squall/users
     register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
-    @app.post("/_squall/cluster/members")
-    async def cluster_members(request: Request, action: str, url: str,
-                              force: bool = False) -> JSONResponse:
-        """Add or remove a cluster member live (signed by the admin; docs/cluster.md)."""
+    @app.post("/_squall/cluster/leave")
+    async def cluster_leave(request: Request) -> JSONResponse:
+        """Leave the cluster now (signed by the admin; a pod's preStop hook): hand the
+        unflushed writes over, end the lease; the member then only forwards requests."""
         if (error := admin.refusal(request, access_key, admin_key=users.admin.access_key,
-                                   what="change the cluster's members")) is not None:
+                                   what="make this member leave the cluster")) is not None:
             return error
-        if components.cluster is None:
-            return JSONResponse({"error": "InvalidRequest", "message": "this gateway was "
-                                 "started without --peers (no cluster)"}, status_code=400)
+        if components.cluster is None or components.cluster.etcd is None:
+            return JSONResponse({"error": "InvalidRequest", "message": "this gateway has no "
+                                 "coordinator (--coordinator): it cannot leave a cluster"},
+                                status_code=400)
         try:
-            view = await components.cluster.membership.change(action, url, force=force)
+            await components.cluster.leave()
         except StorageError as exc:
             spec, message = s3_error_for(exc)
             return JSONResponse({"error": spec.code, "message": message},
                                 status_code=spec.status)
-        return JSONResponse(view)
+        return JSONResponse(components.cluster.describe())
 
     @app.post("/_squall/sync")
     async def sync(request: Request, bucket: str | None = None) -> Response:
@@ -221,8 +225,6 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         try:
             auth.verify(scope["method"], scope.get("raw_path") or b"", scope["query_string"],
                         marker.decode("latin-1"), once=False)
-        except RingMismatch:
-            return True  # signed by a member with another list (a membership change)
         except StorageError:
             return False
         return True

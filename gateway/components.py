@@ -17,7 +17,6 @@ from gateway.cache.provisioner import LocalProvisioner
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import ClusterNode
-from gateway.cluster.settings import cluster_settings
 from gateway.cost.meter import CostMeter, sample_from_status
 from gateway.credentials import Credentials
 from gateway.lifecycle.scanner import LifecycleScanner
@@ -106,9 +105,10 @@ class Components:
             status["cost_agbs"] = self.cost.cost_agbs()
             status["cost"] = self.cost.status()
         if self.cluster is not None:
-            status["cluster"] = {"node_id": self.cluster.ring.self_index,
-                                 "members": len(self.cluster.ring.members),
-                                 "ring_id": self.cluster.ring.id}
+            view = self.cluster.view
+            status["cluster"] = {"member": self.cluster.name, "members": len(view.members),
+                                 "revision": view.revision,
+                                 "serving": self.cluster.membership.serving()}
         if self.lifecycle is not None:
             status["lifecycle"] = self.lifecycle.status()
         if self.qos.states:
@@ -206,13 +206,7 @@ def build_components(settings: Settings, credentials: Credentials, *,
         cost.register_metrics(metrics.registry)
         tier.volume_listeners.append(cost.sample_once)  # M(t) changes: sample at once
     cluster = None
-    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
-                                  peer_ca=settings.peer_ca,
-                                  dirty_replicas=settings.dirty_replicas,
-                                  mirror_dir=settings.data_dir / "mirror",
-                                  membership_file=settings.data_dir / "cluster-members.json",
-                                  join=settings.join, peers_file=settings.peers_file,
-                                  host_worker=host_worker)
+    clustering = settings.clustering(host_worker)
     if clustering is not None:
         cluster = ClusterNode(clustering, backend, cache, registry=metrics.registry)
         backend = cluster.backend
@@ -228,6 +222,4 @@ def build_components(settings: Settings, credentials: Credentials, *,
                             store=store, lifecycle=lifecycle, qos=qos,
                             watch=BackendWatch(store, interval_s=settings.backend_probe_interval)
                             if isinstance(store, ProbedBackend) else None)
-    if cluster is not None:
-        cluster.ready = lambda: components.ready
     return components

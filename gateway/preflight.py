@@ -17,7 +17,6 @@ import socket
 import urllib.parse
 from pathlib import Path
 
-from gateway.cluster.settings import cluster_settings
 from gateway.credentials import Credentials, load_or_generate
 from gateway.settings import ListenAddress, Settings
 from gateway.tls import check as check_tls_files
@@ -102,13 +101,22 @@ def bind_port(address: ListenAddress) -> socket.socket:
 
 
 def check_cluster(settings: Settings) -> None:
-    """With ``--peers``: this member's entry is where it listens, and a cluster of
-    several members shares configured S3 credentials (a generated pair would differ on
-    every member)."""
-    clustering = cluster_settings(settings.peers, settings.node_id, settings.cluster_secret,
-                                  dirty_replicas=settings.dirty_replicas,
-                                  peers_file=settings.peers_file)
+    """With ``--peers``: this member's entry is where it listens. With a coordinator: it
+    has a URL the others can reach. A cluster shares configured S3 credentials (a
+    generated pair would differ on every member)."""
+    clustering = settings.clustering()
     if clustering is None:
+        return
+    if not (settings.access_key and settings.secret_key) and (
+            clustering.coordinator is not None
+            or (clustering.ring is not None and len(clustering.ring.members) > 1)):
+        raise ValueError("every member of a cluster needs the same S3 credentials: set "
+                         "SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY (the same on each member)")
+    if clustering.ring is None:
+        if clustering.advertise_url.startswith("https://") and settings.tls_cert is None:
+            raise ValueError(f"--advertise-url {clustering.advertise_url} is https://, but "
+                             "this member serves plain HTTP: give it --tls-cert and "
+                             "--tls-key")
         return
     ring = clustering.ring
     own = ring.members[ring.self_index]
@@ -123,9 +131,6 @@ def check_cluster(settings: Settings) -> None:
     if url.scheme == "https" and settings.tls_cert is None:
         raise ValueError(f"member {ring.self_index} of --peers is {own}, but this node "
                          "serves plain HTTP: give it --tls-cert and --tls-key")
-    if len(ring.members) > 1 and not (settings.access_key and settings.secret_key):
-        raise ValueError("every member of a cluster needs the same S3 credentials: set "
-                         "SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY (the same on each member)")
 
 
 def check_tls(settings: Settings) -> None:

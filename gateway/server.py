@@ -16,7 +16,6 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from gateway.app import build_app
-from gateway.cluster.settings import cluster_settings
 from gateway.components import Components, build_components
 from gateway.credentials import Credentials, load_or_generate, save
 from gateway.humanize import format_bytes
@@ -108,15 +107,19 @@ def print_banner(settings: Settings, credentials: Credentials, port: int,
     else:
         print(f"  access key: {credentials.access_key} (secret key from the settings: "
               "SQUALL_SECRET_KEY or the config file)", flush=True)
-    if settings.peers or settings.peers_file:
-        clustering = cluster_settings(settings.peers, settings.node_id,
-                                      settings.cluster_secret, peers_file=settings.peers_file)
-        if clustering is not None:
-            ring = clustering.ring
-            print(f"  cluster: member {ring.self_index} of {len(ring.members)} "
-                  f"({ring.members[ring.self_index]}); S3 credentials and the cluster "
-                  "secret (SQUALL_CLUSTER_SECRET) must be the same on every member",
-                  flush=True)
+    clustering = settings.clustering() if settings.peers or settings.coordinator else None
+    if clustering is not None and clustering.coordinator is not None:
+        print(f"  cluster: member {clustering.advertise_url}, coordinated by "
+              f"{clustering.coordinator.url} (lease {clustering.coordinator.lease_ttl_s} s, "
+              f"{clustering.dirty_replicas} copies of unflushed writes); S3 credentials and "
+              "the cluster secret (SQUALL_CLUSTER_SECRET) must be the same on every member",
+              flush=True)
+    elif clustering is not None and clustering.ring is not None:
+        ring = clustering.ring
+        print(f"  cluster: member {ring.self_index} of {len(ring.members)} "
+              f"({ring.members[ring.self_index]}), a fixed member list; S3 credentials and "
+              "the cluster secret (SQUALL_CLUSTER_SECRET) must be the same on every member",
+              flush=True)
 
 
 def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None) -> Limits:

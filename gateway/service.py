@@ -53,12 +53,12 @@ from backends.upload_checksums import (
     upload_checksum,
 )
 from gateway.bucket_config import BucketConfigs
+from gateway.cache.keyguard import WriteGuard
 from gateway.checksumming import ChecksummingBody
 from gateway.cluster.keyops import DeleteAnswer, KeyOwners
 from gateway.conditions import Conditions
 from gateway.cors import CorsRule, rules_from_json, rules_to_json
 from gateway.lifecycle import rules as lifecycle
-from gateway.lifecycle.guard import WriteGuard
 from gateway.listing import AFTER_ALL, ListPage, UploadPage, closing, list_page, upload_page
 from gateway.parts import part_range
 from gateway.versioning import VersionedObjects, VersioningStatus

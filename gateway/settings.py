@@ -30,7 +30,13 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from backends.unit_types import ByteSize, Duration, Rate
 from gateway.cache.settings import CacheVolumeSettings
-from gateway.cluster.settings import check_peers, split_peers
+from gateway.cluster.coordinator.settings import coordinator_settings
+from gateway.cluster.settings import (
+    ClusterSettings,
+    check_peers,
+    cluster_settings,
+    split_peers,
+)
 from gateway.cores import usable_cores
 from gateway.qos.model import QosSettings
 from gateway.settings_sources import ENV_AND_FILE_ONLY, Section, read_settings
@@ -233,16 +239,28 @@ class ClusterSection(Section):
                           "(a private CA)")
     dirty_replicas: int | None = Field(
         None, ge=1, description="members keeping each unflushed write: the key's owner and "
-                                "the next R-1 on its ring (default 2 with two members or "
-                                "more; 1 turns mirroring off)")
-    join: bool = Field(
-        False, description="this member joins a running cluster: it serves nothing until "
-                           "a member adds it (squall cluster add URL); --peers lists the "
-                           "current members, then this one")
-    peers_file: Path | None = Field(
-        None, description="a file listing the members instead of --peers (URLs separated by "
-                          "commas or lines), watched: members are added and removed live "
-                          "to follow it")
+                                "the next R-1 on its ring, on other hosts (with "
+                                "--coordinator; default 2; 1 turns mirroring off)")
+    coordinator: str | None = Field(
+        None, description="etcd endpoints etcd://HOST:PORT[,HOST:PORT...] (etcds:// for "
+                          "TLS): members register under a lease and the ring follows the "
+                          "live registrations (docs/cluster.md)")
+    coordinator_prefix: str = Field(
+        "/squall/", description="prefix of every key this cluster keeps in etcd (clusters "
+                                "sharing one etcd use different prefixes)")
+    lease_ttl: int = Field(
+        5, ge=2, le=300, description="seconds a member's lease lives without being "
+                                     "renewed: a member that stops renewing stops serving "
+                                     "after 2/3 of it, its keys move after all of it")
+    advertise_url: str | None = Field(
+        None, description="the URL the other members and client-side routing reach this "
+                          "member at (default http:// or https:// plus --listen)")
+    etcd_ca: Path | None = Field(None, description="PEM CA certificate(s) that sign etcd's")
+    etcd_cert: Path | None = Field(None, description="client certificate for etcd (PEM)")
+    etcd_key: Path | None = Field(None, description="its private key (PEM)")
+    etcd_user: str | None = Field(None, description="etcd user (with --etcd-password)")
+    etcd_password: str | None = Field(
+        None, description="etcd password (prefer SQUALL_ETCD_PASSWORD: flags show in ps)")
 
     @field_validator("peers", mode="before")
     @classmethod
@@ -344,7 +362,7 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
         if self.workers == AUTO_WORKERS:
             self._workers_auto = True
             # Members of a cluster must agree on the count: it is chosen, not guessed.
-            self.workers = 1 if self.workers_refusal() or self.peers \
+            self.workers = 1 if self.workers_refusal() or self.peers or self.coordinator \
                 else auto_worker_count(usable_cores())
         return self
 
@@ -355,10 +373,6 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
 
     def workers_refusal(self) -> str | None:
         """Why this gateway cannot run as several worker processes (None: it can)."""
-        if self.peers_file or self.join:
-            return ("--workers N cannot be combined with --peers-file or --join (members "
-                    "of workers are not added or removed live yet): list the members "
-                    "with --peers (see docs/workers.md)")
         if self.node_id is not None and not self.peers:
             return "--node-id needs --peers (the ordered member list)"
         if self.backend_spec.kind == "blobseer_like":
@@ -369,6 +383,34 @@ class Settings(BaseSettings, ServerSection, StorageSection, CacheSection, CostSe
     @property
     def listen_address(self) -> ListenAddress:
         return ListenAddress.parse(self.listen)
+
+    def advertised_url(self) -> str | None:
+        """Where the other members reach this one: ``--advertise-url``, else ``http://``
+        (``https://`` with TLS) plus the listen address; None for a wildcard address."""
+        if self.advertise_url:
+            return self.advertise_url
+        listen = self.listen_address
+        if listen.host in ("", "0.0.0.0", "::"):
+            return None
+        scheme = "https" if self.tls_cert is not None else "http"
+        host = f"[{listen.host}]" if ":" in listen.host else listen.host
+        return f"{scheme}://{host}:{listen.port}"
+
+    def clustering(self, host_worker: tuple[int, int] = (0, 1)) -> ClusterSettings | None:
+        """The cluster this gateway is a member of (None: none); ValueError with a
+        message a user can act on. ``host_worker``: (this worker, workers per host)."""
+        coordinator = None
+        if self.coordinator:
+            coordinator = coordinator_settings(
+                self.coordinator, prefix=self.coordinator_prefix, lease_ttl_s=self.lease_ttl,
+                ca=self.etcd_ca, cert=self.etcd_cert, key=self.etcd_key, user=self.etcd_user,
+                password=self.etcd_password)
+        return cluster_settings(self.peers, self.node_id, self.cluster_secret,
+                                peer_ca=self.peer_ca, dirty_replicas=self.dirty_replicas,
+                                mirror_dir=self.data_dir / "mirror",
+                                state_file=self.data_dir / "cluster" / "lease.json",
+                                coordinator=coordinator, advertise_url=self.advertised_url(),
+                                host_worker=host_worker)
 
     @property
     def users_path(self) -> Path:

@@ -1,7 +1,10 @@
 # Sourced by scripts/check.sh and scripts/test.sh: installs what the checks and the test
 # suite need on a fresh Debian machine (the Debian packages, a virtual environment of the
 # checkout's own with the locked Python packages, Squall itself) and activates it.
-APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs chromium chromium-driver faketime xfsprogs)
+# etcd-server/etcd-client: the coordinator of the cluster tests; iproute2 and nftables: the
+# network namespaces, links and cuts of the partition tests.
+APT_PACKAGES=(fuse3 rsync fio bonnie++ openmpi-bin libopenmpi-dev s3fs chromium chromium-driver faketime xfsprogs
+              etcd-server etcd-client iproute2 nftables)
 # Debian's own Python makes virtual environments only with python3-venv installed.
 "${PYTHON:-python3}" -c "import ensurepip" 2>/dev/null || APT_PACKAGES+=(python3-venv)
 missing=()

@@ -12,6 +12,7 @@ import pytest
 from botocore.config import Config
 from hypothesis import HealthCheck, settings
 
+from tests.support.etcd import EtcdServer, etcd_available
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 #: Fuzz tests (hypothesis) are derandomized: the same examples on every run, CI included.
@@ -53,6 +54,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             else item.path.as_posix()
         if path.endswith("_e2e.py") or path.startswith(SLOW_PATHS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    """A real etcd server for the session's clusters (each uses a key prefix of its own)."""
+    reason = etcd_available()
+    if reason is not None:
+        pytest.skip(reason)
+    with EtcdServer(tmp_path_factory.mktemp("etcd")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

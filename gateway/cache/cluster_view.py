@@ -1,8 +1,9 @@
 """What the cluster layer needs of one member's cache tier, in one place.
 
 A member exports its unflushed records and uploads to the others' listings, drops clean
-copies of keys another member may now change, and flushes some records before the
-others (pending deletes before a DeleteBucket, records of keys it no longer owns). The
+copies of keys another member may now change, hands over the records of keys it no
+longer owns, and flushes some records before the others (pending deletes before a
+DeleteBucket). The
 cluster code (``gateway/cluster``) uses only this view, never the store's fields or locks.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from backends.base import UploadInfo
@@ -82,17 +84,28 @@ class ClusterView:
                     dropped += 1
         return dropped
 
-    async def hand_off(self, owns: Callable[[str, str], bool]) -> tuple[int, int]:
-        """Records of keys ``owns`` rejects (another member owns them now) are dropped
-        when clean and flushed first when unflushed. Returns (dropped, hurried)."""
-        dropped = hurried = 0
-        for bucket in [b.name for b in await self._tier.list_buckets()]:
-            def mine(key: str, bucket: str = bucket) -> bool:
-                return owns(bucket, key)
+    def held_keys(self) -> list[tuple[str, str]]:
+        """Every key this member holds a record of (clean or not), as it is now."""
+        return [e.bk for e in self._store.records.values()]
 
-            dropped += await self.drop_clean(bucket, keep=mine)
-            hurried += self._expedite(bucket, lambda e: not owns(e.bucket, e.key))
-        return dropped, hurried
+    def dirty_keys(self) -> list[tuple[str, str]]:
+        """Every key whose record here is unflushed, as it is now."""
+        return [e.bk for e in self._store.dirty_entries()]
+
+    def flushes_held_back(self, bucket: str, key: str) -> AbstractAsyncContextManager[None]:
+        """No flush of the key while the block runs, the one in flight stopped first (the
+        key is being handed over: a flush landing after the new owner's would put an
+        older version on the backend)."""
+        return self._tier.flushes_held_back(bucket, key)
+
+    async def discard_all(self) -> int:
+        """Forget every record, unflushed ones included, without flushing (this member
+        starts anew: the others hold newer states of its keys). How many."""
+        dropped = 0
+        for bucket, key in self.held_keys():
+            dropped += await self.discard(bucket, key, sync=False)
+        await self._store.barrier()
+        return dropped
 
     async def wait_flushed(self, bucket: str) -> None:
         """Return once everything unflushed in ``bucket`` now is on the backend (except
@@ -112,14 +125,14 @@ class ClusterView:
         """Call ``listener((bucket, key))`` each time a flush makes a record clean."""
         self._store.flushed_listeners.append(listener)
 
-    async def discard(self, bucket: str, key: str) -> bool:
+    async def discard(self, bucket: str, key: str, *, sync: bool = True) -> bool:
         """Forget the key's record without flushing it (a newer state of the key is
         held elsewhere); a flush already in flight completes. Whether one was held."""
         store = self._store
         async with store.keys.hold((bucket, key)):
             if store.get(bucket, key) is None:
                 return False
-            await store.commit((bucket, key), None, sync=store.sync)
+            await store.commit((bucket, key), None, sync=sync and store.sync)
             return True
 
     def expedite(self, bucket: str, key: str) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
@@ -58,6 +58,8 @@ class Flusher:
         self._settings = store.settings
         self._tasks: list[asyncio.Task[None]] = []
         self._inflight: set[BK] = set()
+        self._running: dict[BK, asyncio.Task[None]] = {}  # the flush of each key in flight
+        self._held: set[BK] = set()  # keys not to flush now (held_back)
         self._attempts: dict[BK, int] = {}
         self._retry_at: dict[BK, float] = {}
         self._forced: set[BK] = set()  # flushes started only to make room
@@ -133,7 +135,32 @@ class Flusher:
             if entry is None:
                 await self._store.wait_change(self._settings.control_interval_s, event)
                 continue
-            await self._flush(entry)
+            flush = asyncio.ensure_future(self._flush(entry))
+            self._running[entry.bk] = flush
+            try:
+                await asyncio.wait([flush])
+            except asyncio.CancelledError:  # the flusher stops
+                flush.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await flush
+                raise
+            finally:
+                self._running.pop(entry.bk, None)
+
+    @contextlib.asynccontextmanager
+    async def held_back(self, bk: BK) -> AsyncIterator[None]:
+        """No flush of ``bk`` meanwhile: the one in flight is stopped (entering returns
+        once it has ended; a backend write that had already committed stays committed,
+        one that had not commits nothing), and none starts until the block ends."""
+        self._held.add(bk)
+        try:
+            flush = self._running.get(bk)
+            if flush is not None and not flush.done():
+                flush.cancel()
+                await asyncio.wait([flush])
+            yield
+        finally:
+            self._held.discard(bk)
 
     def _pick(self) -> Entry | None:
         entry = self._pick_entry()
@@ -147,7 +174,8 @@ class Flusher:
         now = time.monotonic()
 
         def ready(entry: Entry) -> bool:
-            return entry.bk not in self._inflight and self._retry_at.get(entry.bk, 0) <= now
+            return entry.bk not in self._inflight and entry.bk not in self._held \
+                and self._retry_at.get(entry.bk, 0) <= now
 
         store = self._store
         for bk in list(store.urgent):

@@ -213,6 +213,16 @@ class CacheTier:
             raise ServiceUnavailable("the cache tier is not started")
         return await self._flusher.wait_flushed(bucket, progress)
 
+    @contextlib.asynccontextmanager
+    async def flushes_held_back(self, bucket: str, key: str) -> AsyncIterator[None]:
+        """No flush of the key meanwhile; the one in flight is stopped first (a key
+        handed over to another cluster member: its flush must not land after theirs)."""
+        if self._flusher is None:
+            yield
+            return
+        async with self._flusher.held_back((bucket, key)):
+            yield
+
     async def drain_bucket(self, bucket: str) -> None:
         """Wait until what is unflushed in ``bucket`` now (before DeleteBucket: its pending
         deletions) is on the backend, for at most ``bucket_drain_timeout_s``: SlowDown

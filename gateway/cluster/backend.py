@@ -10,12 +10,18 @@ merge the shared backend (through ``local``) with every member's unflushed recor
 Bucket configuration (internal keys under ``CONFIG_PREFIX``, such as the
 versioning status) is read from the shared backend while its owner is down, so a bucket
 stays usable whichever members are down.
+
+A key is served here only once the membership lets this member serve it
+(:meth:`Membership.admit`: its lease is valid and the key's hand-over has ended); its
+writes run under :class:`~gateway.cache.keyguard.WriteGuard` so that a hand-over sees
+their result, and are copied to the key's mirrors before they are acknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -36,21 +42,31 @@ from backends.base import (
     UploadInfo,
     bare,
 )
-from backends.errors import BucketNotEmpty, NotImplementedByBackend, PreconditionFailed
+from backends.errors import (
+    BucketNotEmpty,
+    NotImplementedByBackend,
+    PreconditionFailed,
+    ServiceUnavailable,
+    SlowDown,
+)
 from backends.internal_keys import CONFIG_PREFIX
 from gateway.cache.cluster_view import ClusterView
+from gateway.cache.keyguard import WriteGuard
 from gateway.cache.listing import merge_sorted
 from gateway.cache.tier import CacheTier
-from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.errors import MemberUnavailable, ViewChanged
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem, KeyOperations
-from gateway.cluster.placement import Placement
-from gateway.cluster.remote import Overlay, PeerClient, UploadsSnapshot
+from gateway.cluster.remote import Overlay, PeerClient, Peers, UploadsSnapshot
 from gateway.cluster.replication import Replication
 from gateway.cluster.ring import routing_key
+from gateway.cluster.view import Membership
 from gateway.listing import closing
 
 log = logging.getLogger("squall.cluster")
 T = TypeVar("T")
+#: listings taken again when the view changes under them, at most
+LISTING_ATTEMPTS = 5
+RETRY_AFTER_S = 1
 
 
 async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
@@ -65,15 +81,17 @@ async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
 class ClusterBackend:
     """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers."""
 
-    def __init__(self, local: Backend, ring: Placement, peers: dict[int, PeerClient], *,
+    def __init__(self, local: Backend, membership: Membership, peers: Peers, *,
                  cache: ClusterView | None = None,
-                 replication: Replication | None = None) -> None:
+                 replication: Replication | None = None,
+                 guard: WriteGuard | None = None) -> None:
         self._local = local
         # mirrored write-back: copies of this node's writes on the next members
         self._replication = replication
         self._cache = cache
-        self._ring = ring
+        self._membership = membership
         self._peers = peers
+        self._guard = guard or WriteGuard()
         self._known_buckets: set[str] = set()
         self._key_operations: KeyOperations | None = None
         self._settings_listeners: list[Callable[[str], None]] = []
@@ -89,20 +107,23 @@ class ClusterBackend:
 
     def owner_of(self, bucket: str, key: str) -> PeerClient | None:
         """The peer owning ``key``, None if this node does."""
-        if self._ring.owns(bucket, key):
-            return None
-        return self._peers[self._ring.owner(bucket, key)]
+        owner = self.key_owner(bucket, key)
+        return None if owner is None else self._peers.get(owner)
 
     # -- key operations on their owner (KeyOwners) -------------------------------------
-    def key_owner(self, bucket: str, key: str) -> int | None:
+    def key_owner(self, bucket: str, key: str) -> str | None:
         """The member owning ``key``, None if this node does."""
-        owner = self._ring.owner(bucket, key)
-        return None if owner == self._ring.self_index else owner
+        view = self._membership.view
+        owner = view.owner(bucket, key)
+        if owner is None:
+            raise ServiceUnavailable(f"no cluster member runs the worker {bucket}/{key} "
+                                     "belongs to")
+        return None if owner == view.me else owner
 
-    async def delete_objects_at(self, owner: int, bucket: str,
+    async def delete_objects_at(self, owner: str, bucket: str,
                                 items: Sequence[DeleteItem]) -> list[DeleteAnswer]:
         self._wrote_remotely()
-        return await self._peers[owner].delete_objects(bucket, items)
+        return await self._peers.get(owner).delete_objects(bucket, items)
 
     def serve_key_operations(self, operations: KeyOperations) -> None:
         self._key_operations = operations
@@ -125,13 +146,13 @@ class ClusterBackend:
         """This member changed ``bucket``'s settings: every member drops its cached copy
         before the change is acknowledged (a member that cannot be told sees it when its
         copy expires, within seconds)."""
-        results = await asyncio.gather(
-            *(p.settings_changed(bucket) for p in self._peers.values()),
-            return_exceptions=True)
-        for peer, result in zip(self._peers.values(), results, strict=True):
+        peers = self._peers.others()
+        results = await asyncio.gather(*(p.settings_changed(bucket) for p in peers),
+                                       return_exceptions=True)
+        for peer, result in zip(peers, results, strict=True):
             if isinstance(result, BaseException):
-                log.warning("cluster member %d did not hear that the settings of bucket %s "
-                            "changed: %s", peer.node, bucket, result)
+                log.warning("cluster member %s did not hear that the settings of bucket %s "
+                            "changed: %s", peer.name, bucket, result)
 
     def forget_bucket(self, bucket: str) -> None:
         """Another member deleted ``bucket``: check it again before the next write, and
@@ -147,16 +168,26 @@ class ClusterBackend:
             self._known_buckets.add(bucket)
 
     async def _take(self, bucket: str, key: str) -> None:
-        """Before serving a key here: a mirror copy of it held here (its owner is down)
-        becomes this node's record first. A dict lookup when there is none."""
+        """Before serving a key here: wait until this member may (the membership), then a
+        state of it handed over here becomes this node's record first (a dict lookup
+        when there is none)."""
+        await self._membership.admit(bucket, key)
         replication = self._replication
         if replication is not None and (bucket, key) in replication.store.records:
             await replication.adopt(bucket, key)
 
-    async def _mirror(self, bucket: str, key: str) -> None:
-        """After a write served here: copy the key's new state to its mirrors."""
-        if self._replication is not None:
-            await self._replication.replicate(bucket, key)
+    @contextlib.asynccontextmanager
+    async def _writing(self, bucket: str, key: str) -> AsyncIterator[None]:
+        """A write of a key served here: admitted, kept apart from its hand-over, and
+        copied to the key's mirrors once done (before it is acknowledged)."""
+        await self._take(bucket, key)
+        async with self._guard.writing((bucket, key)):
+            if not self._membership.view.owns(bucket, key):
+                raise SlowDown(f"{bucket}/{key} moved to another cluster member while the "
+                               "write waited; retry", retry_after=RETRY_AFTER_S)
+            yield
+            if self._replication is not None:
+                await self._replication.replicate(bucket, key)
 
     def _wrote_remotely(self) -> None:
         task = asyncio.current_task()
@@ -164,7 +195,7 @@ class ClusterBackend:
             self._snapshots.pop(task, None)
 
     async def _on_peers(self, call: Callable[[PeerClient], Awaitable[T]]) -> list[T]:
-        return await gather_all([call(p) for p in self._peers.values()])
+        return await gather_all([call(p) for p in self._peers.others()])
 
     # -- buckets -----------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
@@ -191,12 +222,13 @@ class ClusterBackend:
             self._cache.expedite_deletes(bucket)
         await self._local.delete_bucket(bucket)
         self._known_buckets.discard(bucket)
-        results = await asyncio.gather(*(p.forget_bucket(bucket) for p in self._peers.values()),
+        peers = self._peers.others()
+        results = await asyncio.gather(*(p.forget_bucket(bucket) for p in peers),
                                        return_exceptions=True)
-        for peer, result in zip(self._peers.values(), results, strict=True):
+        for peer, result in zip(peers, results, strict=True):
             if isinstance(result, BaseException):
-                log.warning("cluster member %d did not hear that bucket %s was deleted: %s",
-                            peer.node, bucket, result)
+                log.warning("cluster member %s did not hear that bucket %s was deleted: %s",
+                            peer.name, bucket, result)
 
     # -- objects -----------------------------------------------------------------------
     async def put_object(self, bucket: str, key: str, body: DescribedBody, *,
@@ -210,18 +242,14 @@ class ClusterBackend:
                                           content_md5=content_md5, if_match=if_match,
                                           if_none_match=if_none_match)
         await self._check_bucket(bucket)
-        await self._take(bucket, key)
-        if isinstance(self._local, CacheTier):
-            info = await self._local.put_object(bucket, key, body, meta=meta,
-                                                content_md5=content_md5, if_match=if_match,
-                                                if_none_match=if_none_match,
-                                                size_hint=size_hint)
-        else:
-            info = await self._local.put_object(bucket, key, body, meta=meta,
+        async with self._writing(bucket, key):
+            if isinstance(self._local, CacheTier):
+                return await self._local.put_object(
+                    bucket, key, body, meta=meta, content_md5=content_md5,
+                    if_match=if_match, if_none_match=if_none_match, size_hint=size_hint)
+            return await self._local.put_object(bucket, key, body, meta=meta,
                                                 content_md5=content_md5, if_match=if_match,
                                                 if_none_match=if_none_match)
-        await self._mirror(bucket, key)
-        return info
 
     async def get_object(self, bucket: str, key: str, *,
                          byte_range: RangeRequest | None = None) -> ObjectStream:
@@ -253,34 +281,30 @@ class ClusterBackend:
             await owner.delete_object(bucket, key)
             return
         await self._check_bucket(bucket)
-        await self._take(bucket, key)
-        await self._local.delete_object(bucket, key)
-        await self._mirror(bucket, key)
+        async with self._writing(bucket, key):
+            await self._local.delete_object(bucket, key)
 
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
         owner = self.owner_of(bucket, key)
         if owner is not None:
             self._wrote_remotely()
             return await owner.replace_metadata(bucket, key, meta)
-        await self._take(bucket, key)
-        info = await self._local.replace_metadata(bucket, key, meta)
-        await self._mirror(bucket, key)
-        return info
+        async with self._writing(bucket, key):
+            return await self._local.replace_metadata(bucket, key, meta)
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                           dst_key: str, *, meta: ObjectMeta,
                           src_etag: str | None = None) -> ObjectInfo:
         """Within this node's keys: the local copy; otherwise the source is streamed
         from its owner (through this node) into the destination's owner."""
-        if self._ring.owns(src_bucket, src_key) and self._ring.owns(dst_bucket, dst_key) \
+        view = self._membership.view
+        if view.owns(src_bucket, src_key) and view.owns(dst_bucket, dst_key) \
                 and isinstance(self._local, CopyingBackend):
             await self._check_bucket(dst_bucket)
             await self._take(src_bucket, src_key)
-            await self._take(dst_bucket, dst_key)
-            info = await self._local.copy_object(src_bucket, src_key, dst_bucket, dst_key,
-                                                 meta=meta, src_etag=src_etag)
-            await self._mirror(dst_bucket, dst_key)
-            return info
+            async with self._writing(dst_bucket, dst_key):
+                return await self._local.copy_object(src_bucket, src_key, dst_bucket,
+                                                     dst_key, meta=meta, src_etag=src_etag)
         async with await self.get_object(src_bucket, src_key) as stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
                 raise PreconditionFailed()
@@ -304,10 +328,11 @@ class ClusterBackend:
         if routing_key(prefix) != prefix:  # every key under it routes as one user key
             owner = self.owner_of(bucket, prefix)
             return [] if owner is None else [owner]
-        return list(self._peers.values())
+        return self._peers.others()
 
     async def _peer_overlay(self, bucket: str, prefix: str, start_after: str) -> Overlay:
-        if not self._peers:
+        replication = self._replication
+        if not self._membership.view.others() and replication is None:
             return []
         # S3 listing restarts the iteration past every common prefix; within one request
         # (one task) the snapshot taken before its first backend read stays valid.
@@ -317,23 +342,34 @@ class ClusterBackend:
         if taken is not None and start_after >= taken[0]:
             overlay = taken[1]
             return overlay[bisect.bisect_right(overlay, start_after, key=lambda p: p[0]):]
-        peers = self._holders(bucket, prefix)
-        replication = self._replication
-        if replication is not None:
-            # A member that is down: its unflushed writes are listed from the mirror
-            # copies (the other members' answers and this member's own).
-            peers = [p for p in peers if not self._ring.down(p.node)]
-        snapshots = await gather_all([p.dirty(bucket, prefix, start_after) for p in peers])
-        nodes = [p.node for p in peers]
-        if replication is not None:
-            own = replication.down_copies(bucket, prefix, start_after)
-            if own:
-                snapshots.append(own)
-                nodes.append(self._ring.self_index)
-        overlay = merge_overlays(self._ring, bucket, snapshots, nodes)
+        overlay = await self._snapshot(bucket, prefix, start_after)
         if task is not None:
             self._snapshots.setdefault(task, {})[(bucket, prefix)] = (start_after, overlay)
         return overlay
+
+    async def _snapshot(self, bucket: str, prefix: str, start_after: str) -> Overlay:
+        """Every member's unflushed records in the range, all taken at one view once
+        its hand-overs have ended: each key's newest state is then held by its owner
+        (docs/cluster.md, "Listings")."""
+        revision = 0
+        for _ in range(LISTING_ATTEMPTS):
+            revision = await self._membership.quiescent(revision)
+            peers = self._holders(bucket, prefix)
+            try:
+                snapshots = await gather_all([p.dirty(bucket, prefix, start_after, revision)
+                                              for p in peers])
+            except ViewChanged as changed:
+                revision = max(revision + 1, changed.revision)
+                continue
+            if self._membership.view.revision != revision:
+                revision = self._membership.view.revision
+                continue
+            if self._replication is not None:
+                snapshots.append(self._replication.unadopted(bucket, prefix, start_after))
+            return sorted({key: info for snapshot in snapshots for key, info in snapshot
+                           }.items(), key=lambda pair: pair[0])
+        raise SlowDown("the cluster's membership kept changing during the listing; retry",
+                       retry_after=RETRY_AFTER_S)
 
     # -- multipart (uploads belong to the key's owner; requests are forwarded there) ----
     def _multipart(self) -> MultipartBackend:
@@ -360,11 +396,10 @@ class ClusterBackend:
                                         if_match: str | None = None,
                                         if_none_match: str | None = None) -> ObjectInfo:
         await self._check_bucket(bucket)
-        await self._take(bucket, key)
-        info = await self._multipart().complete_multipart_upload(
-            bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
-        await self._mirror(bucket, key)
-        return info
+        async with self._writing(bucket, key):
+            return await self._multipart().complete_multipart_upload(
+                bucket, key, upload_id, parts, if_match=if_match,
+                if_none_match=if_none_match)
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._multipart().abort_multipart_upload(bucket, key, upload_id)
@@ -389,16 +424,3 @@ class ClusterBackend:
 
     async def aclose(self) -> None:
         await self._local.aclose()
-
-
-def merge_overlays(ring: Placement, bucket: str, snapshots: Sequence[Overlay],
-                   nodes: Sequence[int]) -> Overlay:
-    """One sorted overlay from several members'. Keys have one owner, so they rarely
-    meet; when they do (records left from an earlier member list), the owner's wins."""
-    chosen: dict[str, tuple[bool, ObjectInfo | None]] = {}
-    for node, snapshot in zip(nodes, snapshots, strict=True):
-        for key, info in snapshot:
-            is_owner = ring.owner(bucket, key) == node
-            if key not in chosen or (is_owner and not chosen[key][0]):
-                chosen[key] = (is_owner, info)
-    return sorted(((k, v[1]) for k, v in chosen.items()), key=lambda p: p[0])

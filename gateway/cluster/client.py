@@ -1,7 +1,9 @@
 """Client-side routing: send each request straight to the key's owner.
 
 ``GET /_squall/cluster`` on any member returns the ring; :func:`owner_url` computes the
-owner of a key from it exactly as the members do (:mod:`gateway.cluster.ring`). Requests
+owner of a key from it exactly as the members do (:mod:`gateway.cluster.ring`). The ring
+changes while a coordinated cluster runs: a request routed by an older copy still works
+(the member forwards it), so read it again now and then. Requests
 sent elsewhere still work (the member forwards them), one hop slower. Clients must be
 able to reach the member URLs (inside the cluster network). Standard library only.
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.cluster.ring import HASH_NAME, owner_index
@@ -42,16 +45,38 @@ def fetch_ring(endpoint: str, *, timeout: float = 5.0,
     return ring
 
 
+def wait_members(endpoints: Sequence[str], *, timeout: float = 60.0) -> None:
+    """Return once every member at ``endpoints`` has the ring of exactly them, has handed
+    its keys over and serves (its status views open to the caller); TimeoutError if
+    that takes longer than ``timeout`` seconds."""
+    wanted = sorted(endpoints)
+    deadline = time.monotonic() + timeout
+    for endpoint in endpoints:
+        while True:
+            try:
+                ring = fetch_ring(endpoint, timeout=2)
+                hosts = sorted({str(m["url"]) for m in ring["members"]})
+                if hosts == wanted and ring["serving"] and \
+                        ring.get("handed_over") == ring["revision"]:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{endpoint} did not see the members {wanted} in time")
+            time.sleep(0.1)
+
+
 def owner_url(ring: Mapping[str, Any], bucket: str, key: str, *,
               default: str | None = None) -> str:
-    """The base URL of the member owning ``(bucket, key)``; ``default`` (the endpoint the
-    ring came from) for a gateway without peers."""
-    members = [str(m["url"]) for m in ring.get("members", [])]
-    if not members:
+    """The base URL of the member owning ``(bucket, key)``: the host with the highest
+    weight (a host running workers passes the request to the key's worker); ``default``
+    (the endpoint the ring came from) for a gateway without peers."""
+    hosts = sorted({str(m["url"]) for m in ring.get("members", [])})
+    if not hosts:
         if default is None:
             raise ValueError("the ring has no members (a single gateway): pass default=")
         return default
-    return members[owner_index(members, bucket, key)]
+    return hosts[owner_index(hosts, bucket, key)]
 
 
 def route_to_owners(s3_client: Any, ring: Mapping[str, Any]) -> None:

@@ -7,15 +7,15 @@ from gateway.s3api.errors import AccessDenied
 
 
 class MemberUnavailable(ServiceUnavailable):
-    """A cluster member is unreachable; the keys it owns are unavailable until it returns."""
+    """A cluster member is unreachable; the keys it owns are unavailable until it returns
+    (or, with a coordinator, until its lease ends and another member takes them over)."""
 
-    def __init__(self, node_id: int, url: str, reason: str) -> None:
-        super().__init__(f"cluster member {node_id} ({url}) is unavailable ({reason}): "
-                         "the keys it owns, and listings that must include them, are "
-                         "unavailable until it returns; other keys are served normally.",
-                         resource=url)
-        self.node_id = node_id
-        self.url = url
+    def __init__(self, member: str, reason: str) -> None:
+        super().__init__(f"cluster member {member} is unavailable ({reason}): the keys it "
+                         "owns, and listings that must include them, are unavailable until "
+                         "it returns or another member takes them over; other keys are "
+                         "served normally.", resource=member)
+        self.member = member
         self.reason = reason
 
 
@@ -25,3 +25,13 @@ class RingMismatch(ServiceUnavailable):
 
 class PeerAuthFailed(AccessDenied):
     """The cluster peer signature is missing, malformed, expired, replayed or wrong."""
+
+
+class ViewChanged(ServiceUnavailable):
+    """A member answered under a newer membership view than the caller's: the caller
+    catches up and asks again."""
+
+    def __init__(self, message: str = "", *, resource: str = "", revision: int = 0) -> None:
+        super().__init__(message or "the cluster's membership changed meanwhile",
+                         resource=resource)
+        self.revision = revision

@@ -1,16 +1,19 @@
 """The cluster's ASGI layer in front of the S3 dispatcher.
 
 * ``/_squall/peer/*`` goes to the peer protocol, ``/_squall/cluster`` to the ring view.
-* An object-level request for a key another member owns is streamed to that member and
-  its answer streamed back: method, raw path, query and headers (``Host`` and
-  ``Authorization`` included) unchanged, the body as it arrives, nothing buffered. The
-  owner checks the client's own signature; a peer header marks the request as forwarded
-  so the owner serves it without forwarding it again.
-* A request carrying a peer header is served here only if the header verifies; a client
-  cannot make a member serve a key it does not own.
-* A member removed by a live membership change forwards every client request to the
-  members that remain: an object request to its key's owner, any other to a member
-  chosen by the bucket's name.
+* An object-level request for a key another member owns (in this member's view) is
+  streamed to that member and its answer streamed back: method, raw path, query and
+  headers (``Host`` and ``Authorization`` included) unchanged, the body as it arrives,
+  nothing buffered. The owner checks the client's own signature; a peer header marks the
+  request as forwarded, signed under the forwarding member's view.
+* A forwarded request is served here once this member has caught up with the sender's
+  view, if it owns the key then; a member with a newer view forwards it on (a few hops
+  at most: views only move forward).
+* A request this member serves itself gets 503 SlowDown, whatever its handler answered,
+  if this member's lease could have expired by the time the answer starts (fencing:
+  docs/cluster.md): an answer is never sent by a member that another may have replaced.
+* A member that is not in the view (it left, or lost its lease and is registering again)
+  forwards every object request to its key's owner.
 """
 
 from __future__ import annotations
@@ -23,16 +26,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backends.errors import StorageError
+from backends.errors import ServiceUnavailable, SlowDown, StorageError
 from gateway.cluster.bodyseal import unseal
-from gateway.cluster.membership import Membership
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
-from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth, marker_ring
-from gateway.cluster.placement import Placement
-from gateway.cluster.ring import owner_index
+from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.transport import PeerTransport
+from gateway.cluster.view import Member, Membership
 from gateway.s3api.endpoint import object_target, parse_target
 from gateway.s3api.errors import InternalError, s3_error_for
 from gateway.s3api.responses import error_response
@@ -40,11 +41,14 @@ from gateway.s3api.responses import error_response
 log = logging.getLogger("squall.cluster")
 CLUSTER_PATH = "/_squall/cluster"
 ADMIN_PREFIX = "/_squall/"
+HOPS = b"x-squall-hops"
+MAX_HOPS = 3
+RETRY_AFTER_S = 1
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and Expect: the owner's framing is its own.
 _REQUEST_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te",
                            b"trailer", b"upgrade", b"expect", b"transfer-encoding",
-                           HEADER_BYTES})
+                           HEADER_BYTES, HOPS})
 _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"trailer",
                             b"upgrade", b"date"})
 
@@ -52,14 +56,12 @@ _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", 
 class ClusterGateway:
     """ASGI: peer protocol, ring view, forwarding; everything else goes to ``inner``."""
 
-    def __init__(self, inner: ASGIApp, *, ring: Placement, auth: PeerAuth,
+    def __init__(self, inner: ASGIApp, *, membership: Membership, auth: PeerAuth,
                  transport: PeerTransport, peer_api: PeerAPI,
                  describe: Callable[[], dict[str, Any]], domain: str | None,
-                 registry: CollectorRegistry | None = None,
-                 membership: Membership | None = None) -> None:
+                 registry: CollectorRegistry | None = None) -> None:
         self._inner = inner
         self._membership = membership
-        self._ring = ring
         self._auth = auth
         self._transport = transport
         self._peer_api = peer_api
@@ -68,7 +70,7 @@ class ClusterGateway:
         self._ids = itertools.count(1)
         self._id_prefix = "C" + secrets.token_hex(3).upper()
         self._forwarded = Counter("squall_cluster_forwarded_requests",
-                                  "S3 requests streamed to the key's owner", ["node"],
+                                  "S3 requests streamed to the key's owner", ["member"],
                                   registry=registry) if registry is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,9 +78,6 @@ class ClusterGateway:
             await self._inner(scope, receive, send)
             return
         path: str = scope["path"]
-        membership = self._membership
-        if membership is not None and membership.pending_id is not None:
-            await self._hold_new_list(scope, membership)
         if path.startswith(ADMIN_PREFIX):
             if path.startswith(PATH_PREFIX):
                 await self._peer_api(scope, receive, send)
@@ -90,64 +89,61 @@ class ClusterGateway:
         marker = next((v for n, v in scope["headers"] if n == HEADER_BYTES), None)
         if marker is not None:
             await self._serve_forwarded(scope, receive, send, marker)
-            return
-        if membership is None:
-            await self._serve(scope, receive, send)
-            return
-        if membership.successors:  # this member was removed: the others serve
-            await self._forward(scope, receive, send, self._successor(scope, membership))
-            return
-        if not membership.gate.is_set():  # the member list is changing
-            try:
-                await membership.wait_open()
-            except StorageError as exc:
-                await self._error(scope, receive, send, exc)
-                return
-        membership.serving += 1
-        try:
-            await self._serve(scope, receive, send)
-        finally:
-            membership.serving -= 1
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        owner = self._owner(scope)
-        if owner is None:
-            await self._inner(scope, receive, send)
         else:
-            await self._forward(scope, receive, send, owner)
+            await self._serve(scope, receive, send, 0)
 
-    @staticmethod
-    async def _hold_new_list(scope: Scope, membership: Membership) -> None:
-        """A peer request signed for the member list being committed waits until this
-        member has committed it too (instead of a ring mismatch)."""
-        marker = next((v for n, v in scope["headers"] if n == HEADER_BYTES), None)
-        pending = membership.pending_id
-        if marker is not None and pending is not None and not scope["path"].endswith(
-                "/membership") and marker_ring(marker.decode("latin-1")) == pending:
-            await membership.wait_committed(pending)
-
-    def _owner(self, scope: Scope) -> int | None:
-        """The member owning the request's key, None for this node or no key."""
-        if len(self._ring.members) == 1:
-            return None
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, hops: int) -> None:
         target = self._target(scope)
-        if target is None:
-            return None
-        owner = self._ring.owner(*target)
-        return None if owner == self._ring.self_index else owner
+        view = self._membership.view
+        if target is None:  # bucket- and service-level requests: served here
+            bucket = self._bucket(scope)
+            if view.mine or not bucket or not view.members or hops >= MAX_HOPS:
+                await self._inner(scope, receive, send)
+            else:  # a member that left: one that has not serves its bucket requests
+                owner = view.owner(bucket, "")
+                assert owner is not None
+                await self._forward(scope, receive, send, view.members[owner], hops + 1)
+            return
+        owner = view.owner(*target)
+        if owner is None:
+            await self._error(scope, receive, send, ServiceUnavailable(
+                "no cluster member runs the worker this key belongs to"))
+        elif owner == view.me:
+            await self._inner(scope, receive, self._fenced(scope, receive, send))
+        elif hops >= MAX_HOPS:
+            await self._error(scope, receive, send, SlowDown(
+                "the cluster's members disagree on this key's owner (its membership is "
+                "changing); retry", retry_after=RETRY_AFTER_S))
+        else:
+            await self._forward(scope, receive, send, view.members[owner], hops + 1)
 
-    def _successor(self, scope: Scope, membership: Membership) -> int:
-        """A removed member: who of the remaining members serves the request (by the
-        ring, without health: a key whose owner is down is refused by this way)."""
-        try:
-            target = parse_target(*self._where(scope), self._domain)
-        except StorageError:  # the member picked for "" answers with the right error
-            return owner_index(membership.successors, "", "")
-        return owner_index(membership.successors, target.bucket or "", target.key or "")
+    def _fenced(self, scope: Scope, receive: Receive, send: Send) -> Send:
+        """``send`` that answers 503 SlowDown instead of the handler's answer when this
+        member may no longer serve as the answer starts (its lease: see the module)."""
+        refused = False
+
+        async def guarded(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and not self._membership.serving():
+                refused = True
+                await self._error(scope, receive, send, SlowDown(
+                    "this cluster member cannot renew its lease in etcd: it may no longer "
+                    "own this key, so the request was not acknowledged; retry",
+                    retry_after=RETRY_AFTER_S))
+            elif not refused:
+                await send(message)
+        return guarded
 
     def _target(self, scope: Scope) -> tuple[str, str] | None:
         """The request's bucket and key; None for other requests."""
         return object_target(*self._where(scope), self._domain)
+
+    def _bucket(self, scope: Scope) -> str:
+        """The request's bucket ("" for a service-level or malformed request)."""
+        try:
+            return parse_target(*self._where(scope), self._domain).bucket
+        except StorageError:
+            return ""
 
     @staticmethod
     def _where(scope: Scope) -> tuple[bytes, str]:
@@ -159,17 +155,21 @@ class ClusterGateway:
                                marker: bytes) -> None:
         try:
             value = marker.decode("latin-1")
-            self._auth.verify(scope["method"], scope.get("raw_path") or b"",
-                              scope["query_string"], value, once=False)
+            signed = self._auth.verify(scope["method"], scope.get("raw_path") or b"",
+                                       scope["query_string"], value, once=False)
+            await self._membership.catch_up(signed.view)
             scope, receive = unseal(scope, receive, self._auth.body_key(value))
         except StorageError as exc:
             await self._error(scope, receive, send, exc)
             return
-        headers = [(n, v) for n, v in scope["headers"] if n != HEADER_BYTES]
-        await self._inner({**scope, "headers": headers}, receive, send)
+        hops = next((int(v) for n, v in scope["headers"] if n == HOPS and v.isdigit()), 1)
+        headers = [(n, v) for n, v in scope["headers"] if n not in (HEADER_BYTES, HOPS)]
+        await self._serve({**scope, "headers": headers}, receive, send, hops)
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, owner: int) -> None:
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, owner: Member,
+                       hops: int) -> None:
         headers = [(n, v) for n, v in scope["headers"] if n not in _REQUEST_DROP]
+        headers.append((HOPS, str(hops).encode()))
         length = next((v for n, v in scope["headers"] if n == b"content-length"), None)
         chunked = any(n == b"transfer-encoding" for n, _ in scope["headers"])
         content = None
@@ -181,17 +181,18 @@ class ClusterGateway:
         try:
             response = await self._transport.open(
                 owner, scope["method"], scope.get("raw_path") or scope["path"].encode(),
-                scope["query_string"], headers=headers, content=content)
+                scope["query_string"], view=self._membership.view.token, headers=headers,
+                content=content)
         except StorageError as exc:
             await self._error(scope, receive, send, exc)
             return
         except Exception:
-            log.exception("forwarding %s %s to member %d failed", scope["method"],
-                          scope["path"], owner)
+            log.exception("forwarding %s %s to member %s failed", scope["method"],
+                          scope["path"], owner.name)
             await self._error(scope, receive, send, InternalError())
             return
         if self._forwarded is not None:
-            self._forwarded.labels(str(owner)).inc()
+            self._forwarded.labels(owner.name).inc()
         try:
             out = [(n.lower(), v) for n, v in response.headers]
             closing = any(n == b"connection" and v.lower() == b"close" for n, v in out)
@@ -212,8 +213,11 @@ class ClusterGateway:
         request_id = f"{self._id_prefix}{next(self._ids):08X}"
         log.warning("request %s %s %s: %s", request_id, scope["method"], scope["path"],
                     message)
+        extra = {"connection": "close", "x-amz-request-id": request_id, "server": "Squall"}
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            extra["retry-after"] = str(retry_after)
         response = error_response(spec, message, resource=scope["path"],
                                   request_id=request_id, head=scope["method"] == "HEAD",
-                                  extra={"connection": "close", "x-amz-request-id": request_id,
-                                         "server": "Squall"})
+                                  extra=extra)
         await response(scope, receive, send)

@@ -1,22 +1,20 @@
 """Mirror copies: the unflushed writes of other members' keys this member keeps, durable,
-so that they survive their owner (docs/cluster.md, "Mirrored write-back").
+so that they survive their owner (docs/cluster.md, "Mirrored write-back"), and the states
+of keys handed over to this member by their previous owner or the holders of their copies.
 
 One file per key in ``<data dir>/mirror``: a JSON header line (format version, bucket,
-key, owner, epoch, sequence, deletion or object info), then the object's bytes. Written
-to a temporary name, fsynced, renamed, directory fsynced: a copy is durable before it is
-acknowledged. A record is replaced only by a newer one, ``(epoch, seq)`` ordered. Mirror
-copies are never flushed: the owner flushes, then tells the mirrors to drop them.
-
-``epochs.json`` keeps the highest owner epoch this member has seen for each member, and
-``acted.json`` the keys of down members this member has written as their acting owner
-(the returning owner asks for them; see :mod:`gateway.cluster.replication`), and
-``ring.json`` the member list (ring id) all of them refer to: members are named by node
-id, so they are dropped when the list changes.
+key, the member that sent it, epoch, sequence, deletion or object info), then the
+object's bytes. Written to a temporary name, fsynced, renamed, directory fsynced: a copy
+is durable before it is acknowledged. A record is replaced only by a newer one,
+``(epoch, seq)`` ordered: the epoch is the etcd revision of the membership view the
+write was served under, the sequence the serving member's record sequence. Copies are
+never flushed here: the owner flushes, then tells the mirrors to drop them; a copy of a
+key this member comes to own is adopted (it becomes a record of its cache). A file of
+another format (an older Squall's) is dropped at start.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -34,8 +32,7 @@ from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
 
 log = logging.getLogger("squall.cluster")
-FORMAT = 1
-RING_FILE = "ring.json"  # the member list (ring id) the copies, epochs and keys are of
+FORMAT = 2
 CHUNK = 1 << 20
 BK = tuple[str, str]
 Version = tuple[int, int]  # (owner epoch, sequence)
@@ -47,7 +44,7 @@ class MirrorRecord:
 
     bucket: str
     key: str
-    owner: int
+    owner: str  # the member that sent it (the key's owner when it was written)
     epoch: int
     seq: int
     info: ObjectInfo | None
@@ -90,7 +87,7 @@ def _read_header(path: Path) -> MirrorRecord | None:
         if not isinstance(head, dict) or head.get("v") != FORMAT:
             return None
         info = head.get("info")
-        return MirrorRecord(head["bucket"], head["key"], int(head["owner"]),
+        return MirrorRecord(head["bucket"], head["key"], str(head["owner"]),
                             int(head["epoch"]), int(head["seq"]),
                             wire.info_from(info) if info else None, path, len(line))
 
@@ -101,28 +98,15 @@ class MirrorStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.records: dict[BK, MirrorRecord] = {}
-        self.epochs: dict[int, int] = {}
-        self.acted: dict[int, set[BK]] = {}
         self.locks = KeyLocks()
 
     # -- start -------------------------------------------------------------------------
-    async def load(self, ring_id: str) -> None:
+    async def load(self) -> None:
         """Read the directory (made if missing); temporary files of interrupted writes
-        are removed. What was kept under another member list (``ring_id`` differs: node
-        ids name other members now) is dropped: copies, epochs, keys acted for."""
-        self.records, self.epochs, self.acted = await run_cache_blocking(self._load)
-        try:
-            kept = json.loads((self.root / RING_FILE).read_text()).get("ring")
-        except (FileNotFoundError, ValueError, AttributeError):
-            kept = None
-        if kept is None:  # a new directory, or one older than the ring file
-            await run_cache_blocking(self._save, RING_FILE, {"ring": ring_id})
-        elif kept != ring_id:
-            log.warning("%d mirror copies kept under another member list are dropped",
-                        len(self.records))
-            await self.clear(ring_id=ring_id)
+        and files of another format are removed."""
+        self.records = await run_cache_blocking(self._load)
 
-    def _load(self) -> tuple[dict[BK, MirrorRecord], dict[int, int], dict[int, set[BK]]]:
+    def _load(self) -> dict[BK, MirrorRecord]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         records: dict[BK, MirrorRecord] = {}
         for path in self.root.iterdir():
@@ -130,23 +114,19 @@ class MirrorStore:
                 path.unlink(missing_ok=True)
             elif path.suffix == ".mir":
                 record = _read_header(path)
-                if record is not None:
+                if record is None:
+                    path.unlink(missing_ok=True)
+                else:
                     records[(record.bucket, record.key)] = record
-        epochs: dict[int, int] = {}
-        acted: dict[int, set[BK]] = {}
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            epochs = {int(k): int(v) for k, v in
-                      json.loads((self.root / "epochs.json").read_text()).items()}
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            acted = {int(k): {(b, k2) for b, k2 in v} for k, v in
-                     json.loads((self.root / "acted.json").read_text()).items()}
-        return records, epochs, acted
+            elif path.suffix == ".json":  # an older format's bookkeeping
+                path.unlink(missing_ok=True)
+        return records
 
     # -- records -----------------------------------------------------------------------
-    def held_for(self, owner: int) -> list[MirrorRecord]:
+    def held_for(self, owner: str) -> list[MirrorRecord]:
         return [r for r in list(self.records.values()) if r.owner == owner]
 
-    async def put(self, bucket: str, key: str, *, owner: int, epoch: int, seq: int,
+    async def put(self, bucket: str, key: str, *, owner: str, epoch: int, seq: int,
                   info: ObjectInfo | None, body: AsyncIterator[bytes]) -> bool:
         """Keep this copy (durably) unless a newer one is held; False if it was older.
         The body is read to its end either way."""
@@ -226,60 +206,18 @@ class MirrorStore:
         finally:
             f.close()
 
-    async def clear(self, *, ring_id: str | None = None) -> int:
-        """Drop every copy (a live membership change, once nothing is unflushed anywhere:
-        they are all garbage); how many. With ``ring_id`` (the change is committed: the
-        members are renumbered) the epochs and keys acted for go too, and the copies
-        kept from now on are those of that member list. The files stay (empty), so a
-        restart does not look like a new data directory."""
+    async def clear(self) -> int:
+        """Drop every copy (this member starts anew: they are all stale); how many."""
         gone = [r.path for r in self.records.values()]
         self.records = {}
-        if ring_id is not None:
-            self.epochs, self.acted = {}, {}
 
         def clear() -> None:
             _unlink_all(gone)
             for path in self.root.glob("*.mir"):  # unreadable ones too
                 path.unlink(missing_ok=True)
-            if ring_id is not None:
-                self._save("epochs.json", {})
-                self._save("acted.json", {})
-                self._save(RING_FILE, {"ring": ring_id})
 
         await run_cache_blocking(clear)
         return len(gone)
-
-    # -- epochs and keys acted for -----------------------------------------------------
-    async def raise_epoch(self, node: int, epoch: int) -> None:
-        if self.epochs.get(node, 0) < epoch:
-            self.epochs[node] = epoch
-            await run_cache_blocking(self._save, "epochs.json",
-                                     {str(k): v for k, v in self.epochs.items()})
-
-    async def note_acted(self, owner: int, bk: BK) -> None:
-        keys = self.acted.setdefault(owner, set())
-        if bk not in keys:
-            keys.add(bk)
-            await self._save_acted()
-
-    async def forget_acted(self, owner: int, keys: Iterable[BK]) -> None:
-        held = self.acted.get(owner, set())
-        held.difference_update(keys)
-        if not held:
-            self.acted.pop(owner, None)
-        await self._save_acted()
-
-    async def _save_acted(self) -> None:
-        await run_cache_blocking(self._save, "acted.json",
-                                 {str(k): sorted(v) for k, v in self.acted.items()})
-
-    def _save(self, name: str, value: object) -> None:
-        tmp = self.root / f".tmp-{secrets.token_hex(8)}"
-        with open(tmp, "w") as f:
-            json.dump(value, f)
-            f.flush()
-            os.fsync(f.fileno())
-        _publish(tmp, self.root / name)
 
 
 def _write_file(root: Path, path: Path, pieces: list[bytes]) -> None:

@@ -1,8 +1,9 @@
 """The serving side of the peer protocol: ``/_squall/peer/*``, HMAC-authenticated.
 
-Object operations run on this node's own storage stack (the cache tier, or the backend
-without one) and only for keys this node owns; listings export what this node holds
-unflushed. Errors travel as JSON in the ``x-squall-error`` header with their status.
+Object operations run for keys this member owns in its view, once it has caught up with
+the view the caller signed under (a caller with an older view is told ``ViewChanged``);
+listings export what this member holds unflushed at a quiescent view. Errors travel as
+JSON in the ``x-squall-error`` header with their status.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from backends.base import Backend, RangeRequest, bare
 from backends.errors import (
     BucketNotEmpty,
     IncompleteBody,
-    NoSuchKey,
     ServiceUnavailable,
     StorageError,
 )
@@ -28,11 +28,11 @@ from gateway.cache.cluster_view import ClusterView
 from gateway.checksumming import ChecksummingBody
 from gateway.cluster import wire
 from gateway.cluster.bodyseal import unseal
-from gateway.cluster.errors import PeerAuthFailed
+from gateway.cluster.errors import PeerAuthFailed, ViewChanged
 from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
-from gateway.cluster.peerauth import HEADER, PeerAuth
-from gateway.cluster.placement import Placement
+from gateway.cluster.peerauth import HEADER, Marker, PeerAuth
 from gateway.cluster.replication import Replication
+from gateway.cluster.view import Membership
 from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
 from gateway.s3api.responses import ObjectStreamResponse
 
@@ -99,7 +99,7 @@ class PeerAPI:
     keys this node owns (None until the gateway core is built).
     """
 
-    def __init__(self, local: Backend, cache: ClusterView | None, ring: Placement,
+    def __init__(self, local: Backend, cache: ClusterView | None, membership: Membership,
                  auth: PeerAuth,
                  forget_bucket: Callable[[str], None],
                  settings_changed: Callable[[str], None],
@@ -112,7 +112,7 @@ class PeerAPI:
         self._objects = objects if objects is not None else local
         self._replication = replication
         self._cache = cache
-        self._ring = ring
+        self._membership = membership
         self._auth = auth
         self._forget = forget_bucket
         self._settings_changed = settings_changed
@@ -131,19 +131,18 @@ class PeerAPI:
             ("POST", "settings"): self.settings,
             ("PUT", "mirror"): self.mirror_put,
             ("POST", "mirror-drop"): self.mirror_drop,
-            ("POST", "claim"): self.claim,
-            ("GET", "held"): self.held,
-            ("POST", "release"): self.release,
+            ("GET", "copies"): self.copies,
         }
 
-    def add_route(self, method: str, operation: str,
-                  handler: Callable[[Request], Awaitable[Response]]) -> None:
-        """Serve ``/_squall/peer/<operation>`` with ``handler`` (signed like the others)."""
-        self._routes[(method, operation)] = handler
-
-    def sender(self, request: Request) -> int:
-        """The node id of the member that sent ``request``."""
-        return int(request.scope[_SENDER])
+    def _sender(self, request: Request) -> str:
+        """The name of the member that sent ``request`` (in this member's view: it is a
+        member once this member has caught up with the sender's view)."""
+        marker: Marker = request.scope[_SENDER]
+        name = self._membership.view.name_of(marker.sender)
+        if name is None:
+            raise ServiceUnavailable("a peer request from a member that is not in this "
+                                     "member's view of the cluster")
+        return name
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -153,6 +152,7 @@ class PeerAPI:
                 raise PeerAuthFailed("Peer endpoints need the cluster peer signature.")
             sender = self._auth.verify(scope["method"], scope.get("raw_path") or b"",
                                        scope["query_string"], marker)
+            await self._membership.catch_up(sender.view)
             request = Request(*unseal({**scope, _SENDER: sender}, receive,
                                       self._auth.body_key(marker)))
             handler = self._routes.get((scope["method"], scope["path"][len(PATH_PREFIX):]))
@@ -170,10 +170,15 @@ class PeerAPI:
 
     def _owned(self, request: Request) -> tuple[str, str]:
         bucket, key = _param(request, "bucket"), _param(request, "key")
-        if not self._ring.owns(bucket, key):
-            raise ServiceUnavailable(f"cluster member {self._ring.self_index} does not own "
-                                     f"{bucket}/{key}")
+        self._check_owner(bucket, key)
         return bucket, key
+
+    def _check_owner(self, bucket: str, key: str) -> None:
+        view = self._membership.view
+        if not view.owns(bucket, key):
+            raise ViewChanged(f"cluster member {view.me} does not own {bucket}/{key} in "
+                              f"its view (revision {view.revision})",
+                              revision=view.revision)
 
     # -- objects -----------------------------------------------------------------------
     async def head_object(self, request: Request) -> Response:
@@ -221,7 +226,7 @@ class PeerAPI:
         bucket = _param(request, "bucket")
         operations = self._key_operations()
         if operations is None:
-            raise ServiceUnavailable(f"cluster member {self._ring.self_index} is starting")
+            raise ServiceUnavailable(f"cluster member {self._membership.view.me} is starting")
         try:
             items = wire.items_from_json(json.loads(await _bounded_body(request,
                                                                         MAX_DELETE_BODY)))
@@ -230,9 +235,7 @@ class PeerAPI:
         answers: list[DeleteAnswer] = []
         for key, version_id in items:
             try:
-                if not self._ring.owns(bucket, key):
-                    raise ServiceUnavailable(f"cluster member {self._ring.self_index} does "
-                                             f"not own {bucket}/{key}")
+                self._check_owner(bucket, key)
                 answers.append(await operations.delete_object(bucket, key,
                                                               version_id=version_id))
             except StorageError as exc:
@@ -245,22 +248,30 @@ class PeerAPI:
     # -- mirrored write-back (gateway/cluster/replication.py) ---------------------------
     def _mirroring(self) -> Replication:
         if self._replication is None:
-            raise InvalidArgument(f"cluster member {self._ring.self_index} does not keep "
-                                  "mirror copies (--dirty-replicas 1)")
+            raise InvalidArgument(f"cluster member {self._membership.view.me} keeps no "
+                                  "mirror copies (no coordinator)")
         return self._replication
 
     async def mirror_put(self, request: Request) -> Response:
-        """Keep a copy of another member's unflushed write, durably, then answer."""
+        """Keep a copy of another member's unflushed write (only if it owns the key in
+        this member's view), or a state of a key handed over to this member by a member
+        of its view; durably, then answer."""
         replication = self._mirroring()
+        if replication.membership.left:
+            raise ServiceUnavailable(f"cluster member {self._membership.view.me} has left "
+                                     "the cluster: it keeps no more copies")
+        sender = self._sender(request)
         bucket, key = _param(request, "bucket"), _param(request, "key")
-        owner, epoch, seq = (_int_param(request, n) for n in ("owner", "epoch", "seq"))
-        if owner is None or epoch is None or seq is None \
-                or owner >= len(self._ring.members):
-            raise InvalidArgument("mirror copy without a valid owner, epoch and seq")
+        epoch, seq = _int_param(request, "epoch"), _int_param(request, "seq")
+        if epoch is None or seq is None:
+            raise InvalidArgument("mirror copy without a valid epoch and seq")
+        view = self._membership.view
+        if request.query_params.get("handoff") != "1" and view.owner(bucket, key) != sender:
+            raise ViewChanged(f"{sender} does not own {bucket}/{key} in the view of "
+                              f"{view.me} (revision {view.revision})", revision=view.revision)
         raw = request.headers.get(wire.INFO_HEADER)
         info = wire.info_from(json.loads(raw)) if raw else None
-        await replication.store.raise_epoch(owner, epoch)
-        await replication.store.put(bucket, key, owner=owner, epoch=epoch, seq=seq,
+        await replication.store.put(bucket, key, owner=sender, epoch=epoch, seq=seq,
                                     info=info, body=request_body(request.receive))
         return _json_response(None)
 
@@ -273,49 +284,32 @@ class PeerAPI:
             raise InvalidArgument(f"malformed mirror-drop request: {exc}") from None
         return _json_response(await replication.store.drop(items))
 
-    async def claim(self, request: Request) -> Response:
-        answer = await self._mirroring().answer_claim(request.scope[_SENDER])
-        return _json_response(answer.to_json())
-
-    async def held(self, request: Request) -> Response:
-        replication = self._mirroring()
-        bucket, key = _param(request, "bucket"), _param(request, "key")
-        if request.query_params.get("source") == "mirror":
-            record = replication.store.records.get((bucket, key))
-            if record is None or record.info is None:
-                raise NoSuchKey(bucket, key)
-            return StreamingResponse(replication.store.read(record), headers={
-                wire.INFO_HEADER: wire.dumps(wire.to_json(record.info))})
-        stream = await self._local.get_object(bucket, key)
-        return ObjectStreamResponse(stream, status=200, headers={
-            wire.INFO_HEADER: wire.dumps(wire.to_json(stream.info))})
-
-    async def release(self, request: Request) -> Response:
-        replication = self._mirroring()
-        try:
-            keys = [(str(b), str(k)) for b, k in json.loads(
-                await _bounded_body(request, 64 << 20))]
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"malformed release request: {exc}") from None
-        await replication.release(request.scope[_SENDER], keys)
-        return _json_response(None)
+    async def copies(self, request: Request) -> Response:
+        """The copies held here of the sender's writes (it has started again)."""
+        return _json_response(self._mirroring().copies_of(self._sender(request)))
 
     # -- listings and buckets ----------------------------------------------------------
     async def dirty(self, request: Request) -> Response:
-        """NDJSON, sorted by key: this node's unflushed records in the range, taken now
-        (before the caller reads the backend; see docs/cluster.md)."""
+        """NDJSON, sorted by key: this member's unflushed records of its keys in the
+        range (the states handed over to it included), taken now (before the caller
+        reads the backend) at the caller's view once its hand-overs have ended;
+        ViewChanged if this member has moved on (see docs/cluster.md, "Listings")."""
         bucket = _param(request, "bucket")
         prefix = request.query_params.get("prefix", "")
         after = request.query_params.get("start_after", "")
+        wanted = _int_param(request, "revision") or 0
+        revision = await self._membership.quiescent(wanted)
+        view = self._membership.view
+        if revision != wanted or view.revision != wanted:
+            raise ViewChanged(f"cluster member {view.me} lists at revision {view.revision}",
+                              revision=view.revision)
         snapshot = [(e.key, None if e.deleted else e.info())
-                    for e in self._cache.dirty_snapshot(bucket, prefix, after)] \
-            if self._cache is not None else []
-        if self._replication is not None:  # copies of keys whose owner is down
-            copies = self._replication.down_copies(bucket, prefix, after)
-            if copies:
-                held = {key for key, _ in snapshot}
-                snapshot = sorted(snapshot + [c for c in copies if c[0] not in held],
-                                  key=lambda pair: pair[0])
+                    for e in self._cache.dirty_snapshot(bucket, prefix, after)
+                    if view.owns(bucket, e.key)] if self._cache is not None else []
+        if self._replication is not None:  # states handed over, not adopted yet
+            handed = self._replication.unadopted(bucket, prefix, after)
+            if handed:
+                snapshot = sorted(snapshot + handed, key=lambda pair: pair[0])
 
         async def lines() -> AsyncIterator[bytes]:
             batch: list[str] = []

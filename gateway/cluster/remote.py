@@ -6,10 +6,9 @@ Paths are ``/_squall/peer/<operation>`` with names in the query; see
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import urllib.parse
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from backends.base import (
@@ -21,10 +20,12 @@ from backends.base import (
     UploadInfo,
 )
 from backends.errors import ServiceUnavailable
-from backends.streams import ClosingBody
+from backends.streams import ClosingBody, body_of
 from gateway.cluster import wire
+from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem
 from gateway.cluster.transport import PeerResponse, PeerTransport
+from gateway.cluster.view import Member, Membership
 
 PREFIX = b"/_squall/peer/"
 Overlay = list[tuple[str, ObjectInfo | None]]  # (key, info) or (key, None): a deletion
@@ -40,64 +41,35 @@ class UploadsSnapshot:
     hidden_keys: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class HeldCopy:
-    """A mirror copy a member holds (see :mod:`gateway.cluster.replication`)."""
-
-    bucket: str
-    key: str
-    owner: int
-    epoch: int
-    seq: int
-    deleted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimAnswer:
-    """What a member knows of a returning member's keys: the highest owner epoch it
-    has seen for it, the keys it wrote for it while it was down, the mirror copies of
-    its keys it holds."""
-
-    epoch: int
-    acted: list[tuple[str, str]]
-    held: list[HeldCopy]
-
-    def to_json(self) -> dict[str, object]:
-        return {"epoch": self.epoch, "acted": [list(bk) for bk in self.acted],
-                "held": [dataclasses.asdict(h) for h in self.held]}
-
-    @classmethod
-    def from_json(cls, data: object) -> ClaimAnswer:
-        if not isinstance(data, dict):
-            raise ServiceUnavailable("malformed claim answer")
-        return cls(int(data["epoch"]), [(str(b), str(k)) for b, k in data["acted"]],
-                   [HeldCopy(**h) for h in data["held"]])
-
-
 class PeerClient:
-    """Storage operations on member ``node``; its typed errors are raised here again."""
+    """Storage operations on ``member``; its typed errors are raised here again. Calls
+    are signed under the view ``view()`` names (this member's current one)."""
 
-    def __init__(self, transport: PeerTransport, node: int, *,
-                 ring_id: str | None = None) -> None:
+    def __init__(self, transport: PeerTransport, member: Member,
+                 view: Callable[[], str]) -> None:
         self._transport = transport
-        self.node = node
-        self._ring_id = ring_id  # the member list the member has, if not ours (joining)
+        self.member = member
+        self._view = view
+
+    @property
+    def name(self) -> str:
+        return self.member.name
 
     async def _call(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
                     content: AsyncIterator[bytes] | None = None,
                     wait_continue: bool = True) -> PeerResponse:
         query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
-        response = await self._transport.open(self.node, method, PREFIX + operation.encode(),
-                                              query, headers=headers, content=content,
-                                              wait_continue=wait_continue,
-                                              ring_id=self._ring_id)
+        response = await self._transport.open(self.member, method,
+                                              PREFIX + operation.encode(), query,
+                                              view=self._view(), headers=headers,
+                                              content=content, wait_continue=wait_continue)
         if response.status < 300:
             return response
         await response.aclose()
         error = response.header(wire.ERROR_HEADER)
         if error is None:
-            raise ServiceUnavailable(f"cluster member {self.node} answered {operation} with "
+            raise ServiceUnavailable(f"cluster member {self.name} answered {operation} with "
                                      f"HTTP {response.status} (is it running this version?)")
         raise wire.error_from(json.loads(error))
 
@@ -108,7 +80,7 @@ class PeerClient:
         response = await self._call(method, operation, params, headers=headers,
                                     content=content, wait_continue=wait_continue)
         try:
-            data = b"".join([c async for c in self._transport.body(self.node, response)])
+            data = b"".join([c async for c in self._transport.body(self.member, response)])
         finally:
             await response.aclose()
         return json.loads(data) if data else None
@@ -153,7 +125,7 @@ class PeerClient:
         body = wire.dumps(wire.to_json(meta)).encode()
         data = await self._json("POST", "metadata", {"bucket": bucket, "key": key},
                                 headers=[(b"content-length", str(len(body)).encode())],
-                                content=_once(body))
+                                content=body_of(body))
         assert isinstance(data, dict)
         return wire.info_from(data)
 
@@ -164,18 +136,22 @@ class PeerClient:
         body = wire.dumps(wire.items_to_json(items)).encode()
         data = await self._json("POST", "delete-objects", {"bucket": bucket},
                                 headers=[(b"content-length", str(len(body)).encode())],
-                                content=_once(body))
+                                content=body_of(body))
         if not isinstance(data, list) or len(data) != len(items):
-            raise ServiceUnavailable(f"cluster member {self.node} answered delete-objects "
+            raise ServiceUnavailable(f"cluster member {self.name} answered delete-objects "
                                      "with a malformed answer")
         return [wire.answer_from_json(answer) for answer in data]
 
     # -- mirrored write-back ------------------------------------------------------------
-    async def mirror_put(self, bucket: str, key: str, *, owner: int, epoch: int, seq: int,
-                         info: ObjectInfo | None, body: AsyncIterator[bytes]) -> None:
-        """The member keeps this copy durably (info None: a deletion) before answering."""
-        params = {"bucket": bucket, "key": key, "owner": str(owner), "epoch": str(epoch),
-                  "seq": str(seq)}
+    async def mirror_put(self, bucket: str, key: str, *, epoch: int, seq: int,
+                         info: ObjectInfo | None, body: AsyncIterator[bytes],
+                         handoff: bool = False) -> None:
+        """The member keeps this copy durably (info None: a deletion) before answering.
+        A mirror copy is refused unless this member owns the key in the member's view;
+        a hand-off (``handoff``: the key's state for its new owner) is not."""
+        params = {"bucket": bucket, "key": key, "epoch": str(epoch), "seq": str(seq)}
+        if handoff:
+            params["handoff"] = "1"
         headers = []
         if info is not None:
             headers.append((wire.INFO_HEADER.encode(), wire.dumps(wire.to_json(info)).encode()))
@@ -187,17 +163,16 @@ class PeerClient:
         body = wire.dumps([list(item) for item in items]).encode()
         await self._json("POST", "mirror-drop", {},
                          headers=[(b"content-length", str(len(body)).encode())],
-                         content=_once(body))
+                         content=body_of(body))
 
-    async def claim(self) -> ClaimAnswer:
-        """This member is back: the member answers what it knows and holds of its keys."""
-        return ClaimAnswer.from_json(await self._json("POST", "claim", {}))
-
-    async def held(self, bucket: str, key: str, *, source: str) -> ObjectStream:
-        """The member's state of a key: its own (``source="cache"``) or its mirror copy;
-        NoSuchKey for a deletion."""
-        return await self._stream(await self._call("GET", "held", {
-            "bucket": bucket, "key": key, "source": source}), None)
+    async def copies(self) -> list[tuple[str, str, int, int]]:
+        """The mirror copies the member holds of this member's writes: (bucket, key,
+        epoch, seq)."""
+        data = await self._json("GET", "copies", {})
+        if not isinstance(data, list):
+            raise ServiceUnavailable(f"cluster member {self.name} answered copies with a "
+                                     "malformed answer")
+        return [(str(b), str(k), int(e), int(q)) for b, k, e, q in data]
 
     async def _stream(self, response: PeerResponse, byte_range: RangeRequest | None
                       ) -> ObjectStream:
@@ -211,32 +186,22 @@ class PeerClient:
 
         async def close(_exhausted: bool) -> None:
             await response.aclose()
-        return ObjectStream(info, ClosingBody(self._transport.body(self.node, response),
+        return ObjectStream(info, ClosingBody(self._transport.body(self.member, response),
                                               close), resolved)
 
-    async def membership(self, phase: str, change: dict[str, object]) -> object:
-        """One phase of a live membership change (gateway/cluster/membership.py)."""
-        body = wire.dumps(change).encode()
-        return await self._json("POST", "membership", {"phase": phase},
-                                headers=[(b"content-length", str(len(body)).encode())],
-                                content=_once(body))
-
-    async def release(self, keys: Sequence[tuple[str, str]]) -> None:
-        """This member took these keys back: the member forgets its records of them."""
-        body = wire.dumps([list(bk) for bk in keys]).encode()
-        await self._json("POST", "release", {},
-                         headers=[(b"content-length", str(len(body)).encode())],
-                         content=_once(body))
-
     # -- listings and buckets ----------------------------------------------------------
-    async def dirty(self, bucket: str, prefix: str, start_after: str) -> Overlay:
-        """The member's unflushed records under ``prefix`` after ``start_after``, sorted."""
-        response = await self._call("GET", "dirty", {"bucket": bucket, "prefix": prefix,
-                                                     "start_after": start_after})
+    async def dirty(self, bucket: str, prefix: str, start_after: str, revision: int
+                    ) -> Overlay:
+        """The member's unflushed records under ``prefix`` after ``start_after``, sorted,
+        taken once every hand-off of the view at ``revision`` has ended (RingChanged if
+        the member has moved on to a newer view: list again)."""
+        response = await self._call("GET", "dirty", {
+            "bucket": bucket, "prefix": prefix, "start_after": start_after,
+            "revision": str(revision)})
         overlay: Overlay = []
         pending = b""
         try:
-            async for chunk in self._transport.body(self.node, response):
+            async for chunk in self._transport.body(self.member, response):
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
                 overlay.extend(_record(line) for line in lines)
@@ -273,5 +238,28 @@ def _record(line: bytes) -> tuple[str, ObjectInfo | None]:
     return record["key"], wire.info_from(info) if info else None
 
 
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data
+
+class Peers:
+    """The other members of the current view, as peer clients (made on first use)."""
+
+    def __init__(self, transport: PeerTransport, membership: Membership) -> None:
+        self._transport = transport
+        self._membership = membership
+        self._clients: dict[Member, PeerClient] = {}
+
+    def _token(self) -> str:
+        return self._membership.view.token
+
+    def get(self, name: str) -> PeerClient:
+        """The client of member ``name``; MemberUnavailable if it left the view."""
+        member = self._membership.view.members.get(name)
+        if member is None:
+            raise MemberUnavailable(name, "no longer a member")
+        client = self._clients.get(member)
+        if client is None:
+            client = self._clients[member] = PeerClient(self._transport, member, self._token)
+        return client
+
+    def others(self) -> list[PeerClient]:
+        """Every other member of the current view."""
+        return [self.get(name) for name in self._membership.view.others()]

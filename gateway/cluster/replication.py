@@ -1,25 +1,23 @@
-"""Mirrored write-back (``--dirty-replicas R``): the unflushed writes of a key are kept
-by its owner and by the next R-1 members on its ring, so they survive the owner.
+"""Mirrored write-back (``--dirty-replicas R``, with a coordinator): the unflushed writes
+of a key are kept by its owner and by the next R-1 members of its preference list.
 
-* **Writes.** After a write of a key this member serves is durable in its own cache, the
+* **Writes.** After a write of a key this member owns is durable in its own cache, the
   key's state (bytes and info, or a deletion) is copied to its mirrors
-  (``PUT /_squall/peer/mirror``), each of which keeps it durably before answering; only
-  then is the write acknowledged. Copies carry ``(epoch, seq)``: the owner epoch and the
-  serving member's record sequence; a mirror keeps only the newest.
-* **Flushes.** Only the serving member flushes. A loop sees its records become clean
-  (or go, for flushed deletions) and tells the mirrors, in batches, to drop their copies
-  (``POST /_squall/peer/mirror-drop``).
-* **Failover.** While the owner is down (health), the next member on the key's ring that
-  is up serves the key: before it touches a key it *adopts* its mirror copy (the bytes
-  become a dirty record of its cache, flushed first, and copied to its own mirrors), and
-  a loop adopts the rest. Its writes use the owner's epoch + 1.
-* **Return.** Before serving, a member *claims* its keys back: every other member
-  answers with the epoch it knows, the keys it wrote for it (acting) and the mirror
-  copies it holds. The member takes the highest epoch + 1, discards its own records of
-  the keys others wrote meanwhile and takes their state from them (then tells them to
-  release it), and re-mirrors (or, with a lost disk, takes back) the rest.
-
-See docs/cluster.md, "Mirrored write-back", for the crash windows.
+  (``PUT /_squall/peer/mirror``); each keeps it durably, and only if it agrees that this
+  member owns the key, before answering. Then the write is acknowledged; a mirror that
+  fails makes it 503 SlowDown instead (the write may still become visible, as after a
+  timeout). Copies carry ``(epoch, seq)``: the etcd revision of the view the write was
+  served under and this member's record sequence; a holder keeps only the newest.
+* **The only copy.** A write acknowledged with no copy elsewhere (``--dirty-replicas 1``,
+  or no other member to keep one) makes this member *held*
+  (gateway/cluster/coordinator/membership.py): it stays in the ring while it is down, and
+  its keys wait for it. Once every such write is flushed or copied, it stops being held.
+* **Flushes.** Only the owner flushes. A loop sees its records become clean and tells the
+  mirrors, in batches, to drop their copies (``POST /_squall/peer/mirror-drop``).
+* **Owners change** (gateway/cluster/rebalance.py): whoever holds a state of a key that
+  moved (the old owner's record, a mirror's copy) sends it to the new owner, which
+  *adopts* the newest before it serves the key: it becomes a dirty record of its cache
+  and is copied to its own mirrors.
 """
 
 from __future__ import annotations
@@ -31,84 +29,101 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 
 from backends.base import Backend, ObjectInfo, bare
-from backends.errors import NoSuchKey, StorageError
+from backends.errors import NoSuchKey, SlowDown, StorageError
+from backends.streams import body_of
 from gateway.background import BackgroundLoop
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keylock import KeyLocks
-from gateway.cluster.mirror_store import BK, MirrorStore
-from gateway.cluster.placement import Placement
-from gateway.cluster.remote import ClaimAnswer, HeldCopy, PeerClient
-from gateway.cluster.ring import Ring
+from gateway.cluster.coordinator.membership import EtcdMembership
+from gateway.cluster.mirror_store import BK, MirrorRecord, MirrorStore
+from gateway.cluster.remote import Peers
 
 log = logging.getLogger("squall.cluster")
-CLEAN_SEQ = 2 ** 62  # a drop "up to the newest": the key is clean on its serving member
+CLEAN_SEQ = 2 ** 62  # a drop "up to the newest": the key is clean on its owner
 DROP_INTERVAL_S = 0.5
 ADOPT_INTERVAL_S = 1.0
+RETRY_AFTER_S = 1
+#: copies of a write tried, each after the view changed (a mirror left or died)
+MIRROR_ATTEMPTS = 3
 
 
 class Replication:
-    """This member's part in mirrored write-back (active when ``placement.mirrored``)."""
+    """This member's part in mirrored write-back and in the hand-over of keys."""
 
-    def __init__(self, placement: Placement, store: MirrorStore, cache: ClusterView,
-                 local: Backend, peers: dict[int, PeerClient]) -> None:
-        self.placement = placement
+    def __init__(self, membership: EtcdMembership, store: MirrorStore, cache: ClusterView,
+                 local: Backend, peers: Peers) -> None:
+        self.membership = membership
         self.store = store
         self._cache = cache
         self._local = local
         self._peers = peers
         self._locks = KeyLocks()
         # key -> (epoch, seq, mirrors): copies sent, to drop once the key is clean here
-        self._pending: dict[BK, tuple[int, int, tuple[int, ...]]] = {}
-        self._acting: set[int] = set()  # owners whose keys this member has served
+        self._pending: dict[BK, tuple[int, int, tuple[str, ...]]] = {}
         self._flushed: set[BK] = set()  # keys a flush made clean since the last drops
-        self._drop_round = asyncio.Lock()  # held by a round of drops (names node ids)
+        self._under: set[BK] = set()  # dirty keys whose only copy is this member's
         cache.on_flushed(self._was_flushed)
         self._drops = BackgroundLoop(self._drop_loop, "cluster-mirror-drops")
         self._adoptions = BackgroundLoop(self._adopt_loop, "cluster-mirror-adopt")
 
+    @property
+    def _name(self) -> str:
+        return self.membership.name
+
     # -- lifecycle ---------------------------------------------------------------------
-    async def start(self) -> None:
-        """Load the mirror copies, claim this member's keys back, start the loops."""
-        fresh = not (self.store.root / "epochs.json").exists()
-        await self.store.load(self._ring.id)
-        await self.claim(fresh=fresh)
+    async def load(self) -> None:
+        """Read the copies kept here (before this member registers)."""
+        await self.store.load()
+
+    async def start_anew(self) -> None:
+        """This member starts with a new lease and is not held: what it holds is older
+        than what the others hold now (they took its keys over): drop it all."""
+        copies = await self.store.clear()
+        dropped = await self._cache.discard_all()
+        self._pending.clear()
+        self._flushed.clear()
+        self._under.clear()
+        if copies or dropped:
+            log.warning("this member starts anew in the cluster: %d cached records and %d "
+                        "mirror copies from before are dropped (the other members took "
+                        "its keys over)", dropped, copies)
+
+    def start(self) -> None:
         self._drops.start()
         self._adoptions.start()
+        if self.membership.holding:  # its earlier writes may have no copy yet
+            self._under.update(self._cache.dirty_keys())
 
     async def stop(self) -> None:
         await self._adoptions.stop()
         await self._drops.stop()
 
-    @property
-    def _ring(self) -> Ring:
-        return self.placement.ring  # (a live membership change replaces it)
-
-    @contextlib.asynccontextmanager
-    async def paused(self) -> AsyncIterator[None]:
-        """No round of drops runs meanwhile (a live membership change renumbers the
-        members it names)."""
-        async with self._drop_round:
-            yield
-
-    async def purge(self, *, ring_id: str | None = None) -> int:
-        """Drop every copy held here (a live membership change, once every member has
-        flushed everything: they are garbage); how many. With ``ring_id`` (the change is
-        committed) the copies sent, epochs and keys acted for are forgotten too: they
-        name members by node id, which the change renumbers. Without it the change may
-        still be aborted, so the drops owed to the mirrors are still sent (a mirror that
-        missed this purge must not keep a stale copy)."""
-        if ring_id is not None:
-            self._pending.clear()
-            self._flushed.clear()
-            self._acting.clear()
-        return await self.store.clear(ring_id=ring_id)
-
-    def epoch_of(self, owner: int) -> int:
-        return self.store.epochs.get(owner, 0)
+    async def reconcile(self) -> None:
+        """After a start: the copies the others hold of this member's writes are tracked
+        again (to drop once flushed), or dropped at once when the key is clean here."""
+        for peer in self._peers.others():
+            try:
+                held = await peer.copies()
+            except StorageError as exc:
+                log.warning("member %s could not be asked for its copies of this member's "
+                            "writes: %s", peer.name, exc)
+                continue
+            stale = []
+            for bucket, key, epoch, seq in held:
+                entry = self._cache.entry(bucket, key)
+                if entry is not None and entry.dirty:
+                    old = self._pending.get((bucket, key))
+                    mirrors = tuple({*(old[2] if old else ()), peer.name})
+                    self._pending[(bucket, key)] = (epoch, seq, mirrors)
+                else:
+                    stale.append((bucket, key, epoch, CLEAN_SEQ))
+            if stale:
+                await self._send_drops({peer.name: stale})
 
     # -- writes ------------------------------------------------------------------------
     async def replicate(self, bucket: str, key: str) -> None:
-        """Copy the key's state here to its mirrors (after a write of it here)."""
+        """Copy the key's state here to its mirrors (after a write of it here); SlowDown
+        if a mirror did not keep it."""
         bk = (bucket, key)
         await self._locks.acquire(bk)
         try:
@@ -118,64 +133,126 @@ class Replication:
 
     async def _replicate(self, bucket: str, key: str) -> None:
         bk = (bucket, key)
-        owner = self._ring.owner(bucket, key)
-        if owner != self._ring.self_index:
-            await self._act_for(owner)
-            await self.store.note_acted(owner, bk)
-        epoch = self.epoch_of(owner)
-        entry = self._cache.entry(bucket, key)
-        if entry is None or not entry.dirty:
-            old = self._pending.pop(bk, None)
-            if old is not None:
-                await self._send_drops({n: [(bucket, key, epoch, CLEAN_SEQ)] for n in old[2]})
-            return
-        targets = tuple(self.placement.mirrors(bucket, key))
-        results = await asyncio.gather(
-            *(self._copy_to(n, bucket, key, owner, epoch, entry.seq, entry.deleted)
-              for n in targets), return_exceptions=True)
-        for node, result in zip(targets, results, strict=True):
-            if isinstance(result, BaseException):
-                log.warning("mirroring %s/%r to member %d failed (acknowledged with "
-                            "fewer copies): %s", bucket, key, node, result)
-        old = self._pending.get(bk)
-        gone = tuple(n for n in (old[2] if old else ()) if n not in targets)
-        # (a member whose copy failed may hold an older one: it is told to drop too)
-        self._pending[bk] = (epoch, entry.seq, targets)
-        now = self._cache.entry(bucket, key)
-        if now is None or not now.dirty:  # flushed while the copies were sent
-            self._flushed.add(bk)
+        membership = self.membership
+        for attempt in range(MIRROR_ATTEMPTS):
+            view = membership.view
+            epoch = view.revision
+            entry = self._cache.entry(bucket, key)
+            old = self._pending.get(bk)
+            if entry is None or not entry.dirty:
+                self._under.discard(bk)
+                if old is not None:
+                    del self._pending[bk]
+                    await self._send_drops({n: [(bucket, key, epoch, CLEAN_SEQ)]
+                                            for n in old[2]})
+                return
+            seq = entry.seq
+            targets = tuple(view.mirrors(bucket, key, membership.replicas))
+            results = await asyncio.gather(
+                *(self._copy_to(n, bucket, key, epoch, seq, entry.deleted)
+                  for n in targets), return_exceptions=True)
+            failed = [(n, r) for n, r in zip(targets, results, strict=True)
+                      if isinstance(r, BaseException)]
+            # (a member whose copy failed may hold an older one: it is told to drop too)
+            self._pending[bk] = (epoch, seq, tuple({*targets, *(old[2] if old else ())}))
+            now = self._cache.entry(bucket, key)
+            if now is None or not now.dirty:  # flushed while the copies were sent
+                self._flushed.add(bk)
+            if not failed:
+                break
+            # A mirror that left or died is replaced once the view says so (within a
+            # lease's TTL): the write waits for that rather than failing.
+            if attempt + 1 < MIRROR_ATTEMPTS and await membership.view_changed(view):
+                continue
+            node, error = failed[0]
+            raise SlowDown(f"a copy of {bucket}/{key} could not be kept by cluster member "
+                           f"{node} ({error}); the write is not acknowledged",
+                           retry_after=RETRY_AFTER_S)
+        gone = tuple(n for n in self._pending[bk][2] if n not in targets)
         if gone:  # mirrors of an earlier write no longer mirror the key
             await self._send_drops({n: [(bucket, key, epoch, CLEAN_SEQ)] for n in gone})
+            self._pending[bk] = (epoch, seq, targets)
+        if not targets:  # this member holds the only copy
+            await membership.hold()  # before the write is acknowledged
+            self._under.add(bk)
+        else:
+            self._under.discard(bk)
 
-    async def _copy_to(self, node: int, bucket: str, key: str, owner: int, epoch: int,
-                       seq: int, deleted: bool) -> None:
-        peer = self._peers[node]
+    async def _copy_to(self, node: str, bucket: str, key: str, epoch: int, seq: int,
+                       deleted: bool, *, handoff: bool = False) -> None:
+        peer = self._peers.get(node)
         if deleted:
-            await peer.mirror_put(bucket, key, owner=owner, epoch=epoch, seq=seq, info=None,
-                                  body=_empty())
+            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
+                                  body=body_of(b""), handoff=handoff)
             return
         try:
             stream = await self._local.get_object(bucket, key)
         except NoSuchKey:
-            await peer.mirror_put(bucket, key, owner=owner, epoch=epoch, seq=seq, info=None,
-                                  body=_empty())
+            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
+                                  body=body_of(b""), handoff=handoff)
             return
         async with stream:
-            await peer.mirror_put(bucket, key, owner=owner, epoch=epoch, seq=seq,
-                                  info=stream.info, body=aiter(stream))
+            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=stream.info,
+                                  body=aiter(stream), handoff=handoff)
 
-    async def _act_for(self, owner: int) -> None:
-        """The first write for a down ``owner`` since it went down starts a new epoch."""
-        if owner not in self._acting:
-            self._acting.add(owner)
-            await self.store.raise_epoch(owner, self.epoch_of(owner) + 1)
-            log.warning("cluster member %d is down: this member takes over the keys of it "
-                        "that it mirrors (owner epoch %d)", owner, self.epoch_of(owner))
+    async def remirror(self) -> None:
+        """The view changed: the dirty keys whose mirrors changed (or that had too few)
+        are copied to their mirrors now."""
+        view = self.membership.view
+        for bk, (_, _, mirrors) in list(self._pending.items()):
+            if not view.owns(*bk):
+                continue
+            wanted = tuple(view.mirrors(*bk, self.membership.replicas))
+            if wanted != mirrors or (bk in self._under and wanted):
+                try:
+                    await self.replicate(*bk)
+                except StorageError as exc:
+                    log.warning("copying %s/%r to its new mirrors failed (retried at the "
+                                "next change or write): %s", bk[0], bk[1], exc)
 
-    # -- failover ----------------------------------------------------------------------
+    # -- hand-over (gateway/cluster/rebalance.py) ---------------------------------------
+    async def hand_over(self, bucket: str, key: str, target: str) -> None:
+        """Send this member's state of a key it no longer owns to ``target`` (its new
+        owner), then forget it: the record (dirty or clean; clean: the backend has it,
+        copies held elsewhere must go) and what the mirrors were told. The state carries
+        the view's revision as its epoch: it is newer than any copy of the key."""
+        bk = (bucket, key)
+        async with self._cache.flushes_held_back(bucket, key):
+            entry = self._cache.entry(bucket, key)
+            epoch = self.membership.view.revision
+            if entry is not None and entry.dirty:
+                await self._copy_to(target, bucket, key, epoch, entry.seq, entry.deleted,
+                                    handoff=True)
+            elif entry is not None or bk in self._pending:
+                await self._peers.get(target).mirror_put(
+                    bucket, key, epoch=epoch, seq=CLEAN_SEQ, info=None, body=body_of(b""),
+                    handoff=True)
+            self._pending.pop(bk, None)
+            self._under.discard(bk)
+            self._flushed.discard(bk)
+            await self._cache.discard(bucket, key)
+
+    async def pass_on(self, record: MirrorRecord, target: str) -> None:
+        """Send a copy held here to ``target`` (the key's owner now) and drop it."""
+        bk = (record.bucket, record.key)
+        await self.store.locks.acquire(bk)  # (not dropped while it is read)
+        try:
+            held = self.store.records.get(bk)
+            if held is None:
+                return
+            body = body_of(b"") if held.deleted else self.store.read(held)
+            await self._peers.get(target).mirror_put(
+                held.bucket, held.key, epoch=held.epoch, seq=held.seq, info=held.info,
+                body=body, handoff=True)
+        finally:
+            self.store.locks.release(bk)
+        await self.store.drop([(held.bucket, held.key, held.epoch, held.seq)])
+
+    # -- adoption ----------------------------------------------------------------------
     async def adopt(self, bucket: str, key: str) -> None:
-        """Before serving a key of a member that is down: take its mirror copy, if any,
-        into this member's cache (a dirty record flushed first) and mirror it."""
+        """Before serving a key: a state of it handed over here (or a copy held for an
+        owner that is gone) becomes this member's record, and is copied to its mirrors.
+        A dirty record of its own is newer (this member has served the key since)."""
         bk = (bucket, key)
         if bk not in self.store.records:
             return
@@ -184,15 +261,17 @@ class Replication:
             record = self.store.records.get(bk)
             if record is None:
                 return
-            owner = record.owner
-            await self._act_for(owner)
-            await self.store.raise_epoch(owner, record.epoch + 1)
-            await self._install(bucket, key, record.info,
-                                None if record.deleted else self.store.read(record))
+            entry = self._cache.entry(bucket, key)
+            if entry is None or not entry.dirty:
+                if record.seq == CLEAN_SEQ:  # the backend has the newest state
+                    await self._cache.discard(bucket, key)
+                else:
+                    await self._install(bucket, key, record.info,
+                                        None if record.deleted else self.store.read(record))
+                    self._cache.expedite(bucket, key)
+                    await self._replicate(bucket, key)
+                log.debug("took %s/%r over (from %s)", bucket, key, record.owner)
             await self.store.drop([(bucket, key, record.epoch, record.seq)])
-            self._cache.expedite(bucket, key)
-            await self._replicate(bucket, key)
-            log.debug("took over %s/%r from member %d (down)", bucket, key, owner)
         finally:
             self._locks.release(bk)
 
@@ -207,82 +286,51 @@ class Replication:
     async def _adopt_loop(self) -> None:
         while True:
             await asyncio.sleep(ADOPT_INTERVAL_S)
+            membership = self.membership
+            if not membership.serving():
+                continue
             for bucket, key in list(self.store.records):
                 record = self.store.records.get((bucket, key))
-                if record is None or not self.placement.down(record.owner):
-                    continue
-                if self.placement.owner(bucket, key) != self._ring.self_index:
+                if record is None or not membership.view.owns(bucket, key) \
+                        or record.owner == self._name \
+                        or not membership.owned_since_settled(bucket, key):
                     continue
                 try:
                     await self.adopt(bucket, key)
                 except Exception as exc:  # noqa: BLE001 - retried at the next round
-                    log.warning("taking over %s/%r failed: %r", bucket, key, exc)
-            for owner in list(self._acting):
-                if not self.placement.down(owner):
-                    self._acting.discard(owner)
+                    log.warning("taking %s/%r over failed: %r", bucket, key, exc)
+            if not self._under and membership.holding:
+                with contextlib.suppress(StorageError):
+                    await membership.unhold()
 
-    # -- removal of a member that is down ------------------------------------------------
-    async def hand_over(self, lost: int) -> int:
-        """A live removal of ``lost`` (down), first step on every remaining member: each
-        mirror copy of its keys held here goes to the member that stands in for the key
-        (:meth:`Placement.stand_in`) unless that is this member; the receiver keeps the
-        newest copy per key, ``(epoch, seq)`` ordered, as for any mirror copy. How many
-        were sent. Raises (the change is aborted) if one cannot be sent."""
-        me = self._ring.self_index
-        sent = 0
-        for record in self.store.held_for(lost):
-            bk = (record.bucket, record.key)
-            target = self.placement.stand_in(*bk, lost)
-            if target is None or target == me:
-                continue
-            await self.store.locks.acquire(bk)  # (not dropped while it is read)
-            try:
-                held = self.store.records.get(bk)
-                if held is None:
-                    continue  # dropped meanwhile: its write was flushed
-                body = _empty() if held.deleted else self.store.read(held)
-                await self._peers[target].mirror_put(
-                    held.bucket, held.key, owner=held.owner, epoch=held.epoch,
-                    seq=held.seq, info=held.info, body=body)
-            finally:
-                self.store.locks.release(bk)
-            sent += 1
-        return sent
+    def unadopted(self, bucket: str, prefix: str = "", after: str = ""
+                  ) -> list[tuple[str, ObjectInfo | None]]:
+        """The states of keys this member owns held here and not adopted yet, in the
+        range, sorted by key (a deletion: None): a listing shows them (they are
+        acknowledged writes)."""
+        view = self.membership.view
+        found = [(r.key, r.info) for r in list(self.store.records.values())
+                 if r.bucket == bucket and r.key > after and r.key.startswith(prefix)
+                 and r.seq != CLEAN_SEQ and view.owns(r.bucket, r.key)
+                 and self._cache.entry(r.bucket, r.key) is None]
+        found.sort(key=lambda pair: pair[0])
+        return found
 
-    async def take_over(self, lost: int) -> tuple[int, int]:
-        """Second step (every member has handed its copies over): adopt each copy of
-        ``lost``'s keys this member stands in for, so that the hand-off flushes it;
-        (adopted, dropped). A copy of a key this member has served for ``lost`` since it
-        went down is dropped unless it is newer than this member's own last write of it
-        (a copy elsewhere is a mirror of that write, or older): a newer write made here
-        is never replaced by an older copy."""
-        me = self._ring.self_index
-        acted = self.store.acted.get(lost, set())
-        adopted = dropped = 0
-        for record in self.store.held_for(lost):
-            bk = (record.bucket, record.key)
-            if self.placement.stand_in(*bk, lost) != me:
-                continue  # (handed over to the member that stands in)
-            own = self._pending.get(bk)
-            if bk in acted and (own is None or record.version <= own[:2]):
-                await self.store.drop([(*bk, record.epoch, record.seq)])
-                dropped += 1
-                continue
-            await self.adopt(*bk)
-            adopted += 1
-        return adopted, dropped
+    def copies_of(self, member: str) -> list[tuple[str, str, int, int]]:
+        """The copies held here of ``member``'s writes."""
+        return [(r.bucket, r.key, r.epoch, r.seq) for r in self.store.held_for(member)]
 
     # -- flush confirmations -----------------------------------------------------------
     async def _drop_loop(self) -> None:
         while True:
             await asyncio.sleep(DROP_INTERVAL_S)
             try:
-                async with self._drop_round:
-                    await self._drop_flushed()
+                await self._drop_flushed()
             except Exception:
                 log.exception("telling mirrors about flushed keys failed (will retry)")
 
     def _was_flushed(self, bk: BK) -> None:
+        self._under.discard(bk)
         if bk in self._pending:
             self._flushed.add(bk)
 
@@ -297,8 +345,8 @@ class Replication:
             raise
 
     async def _drop_these(self, flushed: set[BK]) -> None:
-        batches: dict[int, list[tuple[str, str, int, int]]] = defaultdict(list)
-        done: list[tuple[BK, tuple[int, int, tuple[int, ...]]]] = []
+        batches: dict[str, list[tuple[str, str, int, int]]] = defaultdict(list)
+        done: list[tuple[BK, tuple[int, int, tuple[str, ...]]]] = []
         for bk in flushed:
             pending = self._pending.get(bk)
             entry = self._cache.entry(*bk)
@@ -317,117 +365,19 @@ class Replication:
             elif self._pending.get(bk) == pending:
                 del self._pending[bk]
 
-    async def _send_drops(self, batches: dict[int, list[tuple[str, str, int, int]]]
-                          ) -> set[int]:
-        """Send the drops; the members that could not be told (those that are down are
-        not tried: they are told once they are back)."""
+    async def _send_drops(self, batches: dict[str, list[tuple[str, str, int, int]]]
+                          ) -> set[str]:
+        """Send the drops; the members that could not be told (a member that left the
+        view gets none: its copies were passed on or dropped when it left)."""
         failed = set()
+        members = self.membership.view.members
         for node, items in batches.items():
-            if self.placement.down(node):
-                failed.add(node)
+            if node not in members:
                 continue
             try:
-                await self._peers[node].mirror_drop(items)
+                await self._peers.get(node).mirror_drop(items)
             except StorageError as exc:
                 failed.add(node)
-                log.warning("member %d did not drop %d flushed mirror copies (will "
+                log.warning("member %s did not drop %d flushed mirror copies (will "
                             "retry): %s", node, len(items), exc)
         return failed
-
-    # -- return ------------------------------------------------------------------------
-    async def claim(self, *, fresh: bool) -> None:
-        """Take this member's keys back from the members that served or mirrored them
-        while it was down (``fresh``: its data directory is new, so its unflushed writes,
-        if any, exist only as mirror copies)."""
-        me = self._ring.self_index
-        nodes = list(self._peers)
-        answers = await asyncio.gather(*(self._peers[n].claim() for n in nodes),
-                                       return_exceptions=True)
-        got: dict[int, ClaimAnswer] = {}
-        for node, answer in zip(nodes, answers, strict=True):
-            if isinstance(answer, BaseException):
-                log.warning("member %d could not be asked for this member's keys: %s",
-                            node, answer)
-            else:
-                got[node] = answer
-        epoch = max([self.epoch_of(me)] + [a.epoch for a in got.values()]) + 1
-        await self.store.raise_epoch(me, epoch)
-        acted: set[BK] = set()
-        for node, answer in got.items():
-            taken = []
-            for bucket, key in answer.acted:
-                if not self._ring.owns(bucket, key):
-                    continue
-                acted.add((bucket, key))
-                await self._cache.discard(bucket, key)  # older than what the node wrote
-                await self._take_from(node, bucket, key, source="cache")
-                taken.append((bucket, key))
-            if taken:
-                await self._peers[node].release(taken)
-        stale: dict[int, list[tuple[str, str, int, int]]] = defaultdict(list)
-        for node, answer in got.items():
-            for item in answer.held:
-                bk = (item.bucket, item.key)
-                if not self._ring.owns(*bk):
-                    continue
-                if bk not in acted:
-                    if fresh and self._cache.entry(*bk) is None:
-                        await self._take_from(node, item.bucket, item.key, source="mirror")
-                    else:
-                        await self.replicate(item.bucket, item.key)
-                # the key's state is now copied anew (a newer epoch) where it belongs
-                stale[node].append((item.bucket, item.key, item.epoch, item.seq))
-        await self._send_drops(stale)
-        if got:
-            log.warning("claimed this member's keys back (epoch %d): %d written by others "
-                     "meanwhile", epoch, len(acted))
-
-    async def _take_from(self, node: int, bucket: str, key: str, *, source: str) -> None:
-        peer = self._peers[node]
-        try:
-            stream = await peer.held(bucket, key, source=source)
-        except NoSuchKey:
-            await self._install(bucket, key, None, None)
-        else:
-            async with stream:
-                await self._install(bucket, key, stream.info, aiter(stream))
-        await self.replicate(bucket, key)
-
-    # -- listings ------------------------------------------------------------------------
-    def down_copies(self, bucket: str, prefix: str = "", after: str = ""
-                    ) -> list[tuple[str, ObjectInfo | None]]:
-        """The mirror copies held here of keys whose owner is down, in the range, sorted
-        by key (a deletion: None): what a listing must show for them until they are
-        adopted (they are unflushed, acknowledged writes). Nothing to scan while every
-        member is up."""
-        down = {n for n in range(len(self.placement.members)) if self.placement.down(n)}
-        if not down or not self.store.records:
-            return []
-        found = [(r.key, r.info) for r in list(self.store.records.values())
-                 if r.owner in down and r.bucket == bucket and r.key > after
-                 and r.key.startswith(prefix)]
-        found.sort(key=lambda pair: pair[0])
-        return found
-
-    # -- the other side of the peer calls ----------------------------------------------
-    async def answer_claim(self, node: int) -> ClaimAnswer:
-        """Member ``node`` is back: it serves its keys from now on; what this member
-        knows and holds of them."""
-        self.placement.returned(node)
-        self._acting.discard(node)
-        return ClaimAnswer(epoch=self.epoch_of(node),
-                           acted=sorted(self.store.acted.get(node, ())),
-                           held=[HeldCopy(r.bucket, r.key, r.owner, r.epoch, r.seq, r.deleted)
-                                 for r in self.store.held_for(node)])
-
-    async def release(self, node: int, keys: list[BK]) -> None:
-        """Member ``node`` took these keys back: forget this member's records of them."""
-        for bucket, key in keys:
-            self._pending.pop((bucket, key), None)
-            await self._cache.discard(bucket, key)
-        await self.store.forget_acted(node, keys)
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover

@@ -1,18 +1,19 @@
-"""Cluster settings: the member list, which member this node is, and the shared secret."""
+"""Cluster settings: a fixed member list or a coordinator, which member this one is, and
+the shared secret."""
 
 from __future__ import annotations
 
-import re
 import socket
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.cluster.coordinator.settings import CoordinatorSettings
 from gateway.cluster.ring import Ring, normalize_url
+from gateway.cluster.view import Member
 
 MIN_SECRET_LENGTH = 16
-_SEPARATORS = re.compile(r"[\s,]+")
 
 
 def split_peers(value: object) -> object:
@@ -31,22 +32,19 @@ def check_peers(peers: Sequence[str]) -> list[str]:
     return members
 
 
-def read_members(path: Path) -> tuple[str, ...]:
-    """The member URLs a member file (``--peers-file``) lists, normalised: separated by
-    commas, spaces or new lines, ``#`` starting a comment. ValueError or OSError."""
-    text = path.read_text(encoding="utf-8")
-    urls = [u for line in text.splitlines()
-            for u in _SEPARATORS.split(line.split("#", 1)[0]) if u]
-    if not urls:
-        raise ValueError(f"{path} lists no member")
-    return tuple(check_peers(urls))
-
-
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
-    ring: Ring
+    """A member's cluster: a static member list (``ring``) or a coordinator, never both."""
+
     secret: bytes
-    health_interval_s: float = 2.0
+    #: the fixed member list (--peers, or the workers of one host); None with etcd
+    ring: Ring | None = None
+    #: etcd (--coordinator); None with a fixed list
+    coordinator: CoordinatorSettings | None = None
+    #: with a coordinator: where this member is reached, and its worker of how many
+    advertise_url: str = ""
+    worker: int = 0
+    workers: int = 1
     connect_timeout_s: float = 2.0
     # Forwarded requests and peer calls may wait on a slow backend or on backpressure.
     read_timeout_s: float = 600.0
@@ -58,12 +56,15 @@ class ClusterSettings:
     dirty_replicas: int = 1
     #: where this member keeps its mirror copies (``<data dir>/mirror``)
     mirror_dir: Path | None = None
-    #: where the member list of the last live change is kept (``<data dir>``)
-    membership_file: Path | None = None
-    #: started to join a running cluster: serves nothing until added (``squall cluster add``)
-    join: bool = False
-    #: the watched member list the members came from (``--peers-file``), if any
-    peers_file: Path | None = None
+    #: where this member keeps its lease id across restarts (``<data dir>/cluster``)
+    state_file: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """This member's name in the ring."""
+        if self.ring is not None:
+            return self.ring.self_url
+        return Member.of(self.advertise_url, self.worker, self.workers).name
 
 
 def find_self(members: Sequence[str], names: Sequence[str]) -> int:
@@ -91,36 +92,45 @@ def _is_ip(host: str) -> bool:
 def cluster_settings(peers: Sequence[str], node_id: int | None,
                      secret: str | None, *, peer_ca: Path | None = None,
                      dirty_replicas: int | None = None, mirror_dir: Path | None = None,
-                     membership_file: Path | None = None, join: bool = False,
-                     peers_file: Path | None = None,
+                     state_file: Path | None = None,
+                     coordinator: CoordinatorSettings | None = None,
+                     advertise_url: str | None = None,
                      host_worker: tuple[int, int] = (0, 1)) -> ClusterSettings | None:
-    """The cluster this node belongs to, None without peers; ValueError with a message
-    a user can act on for an inconsistent combination. ``peers_file``: the members are
-    read from it (instead of ``peers``). ``host_worker``: (this worker, workers per host)
-    when every member runs ``--workers N`` (docs/workers.md, "Clusters of workers")."""
-    if peers_file is not None:
-        if peers:
-            raise ValueError("give --peers or --peers-file, not both")
-        try:
-            peers = read_members(peers_file)
-        except OSError as exc:
-            raise ValueError(f"--peers-file {peers_file}: {exc.strerror}") from None
+    """The cluster this member belongs to, None for a gateway on its own; ValueError with
+    a message a user can act on for an inconsistent combination. ``host_worker``: (this
+    worker, workers per host) when every member runs ``--workers N`` (docs/workers.md,
+    "Clusters of workers")."""
+    worker, count = host_worker
+    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
+        raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
+                         "characters long")
+    if coordinator is not None:
+        if peers or node_id is not None:
+            raise ValueError("give --coordinator (etcd) or a fixed --peers list, not both")
+        if not secret:
+            raise ValueError("--cluster-secret (SQUALL_CLUSTER_SECRET) is required with "
+                             "--coordinator: it authenticates the members to each other")
+        if advertise_url is None:
+            raise ValueError("a member needs the URL the others reach it at: "
+                             "--advertise-url URL (or a --listen address that is not a "
+                             "wildcard)")
+        replicas = 2 if dirty_replicas is None else dirty_replicas
+        return ClusterSettings(secret=secret.encode(), coordinator=coordinator,
+                               advertise_url=normalize_url(advertise_url), worker=worker,
+                               workers=count, peer_ca=peer_ca, dirty_replicas=replicas,
+                               mirror_dir=mirror_dir, state_file=state_file)
     if not peers:
         if node_id is not None:
             raise ValueError("--node-id needs --peers (the ordered member list)")
         if dirty_replicas not in (None, 1):
-            raise ValueError("--dirty-replicas above 1 needs --peers (the members that "
-                             "keep the copies)")
+            raise ValueError("--dirty-replicas above 1 needs --coordinator (the members "
+                             "that keep the copies take a lost member's keys over)")
         return None
     members = check_peers(peers)
-    # With a member file the list grows and shrinks: R is kept for when the members are
-    # enough (a single member keeps no copies meanwhile).
-    growing = peers_file is not None
-    replicas = dirty_replicas if dirty_replicas is not None else \
-        2 if growing else min(2, len(members))
-    if not 1 <= replicas <= (replicas if growing else len(members)):
-        raise ValueError(f"--dirty-replicas must be between 1 and the number of members "
-                         f"({len(members)}), not {replicas}")
+    if dirty_replicas not in (None, 1):
+        raise ValueError("--dirty-replicas above 1 needs --coordinator: with a fixed "
+                         "--peers list a member's keys never move, so copies would never "
+                         "be used (docs/cluster.md)")
     if node_id is None:
         node_id = find_self(members, [socket.gethostname(), socket.getfqdn()])
     if not 0 <= node_id < len(members):
@@ -129,12 +139,6 @@ def cluster_settings(peers: Sequence[str], node_id: int | None,
     if len(members) > 1 and not secret:
         raise ValueError("--cluster-secret (SQUALL_CLUSTER_SECRET) is required when "
                          "--peers lists more than one member")
-    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
-        raise ValueError(f"--cluster-secret must be at least {MIN_SECRET_LENGTH} "
-                         "characters long")
-    worker, count = host_worker
-    return ClusterSettings(ring=Ring.of_hosts(members, node_id, count, worker),
-                           secret=(secret or "").encode(), peer_ca=peer_ca,
-                           dirty_replicas=replicas, mirror_dir=mirror_dir,
-                           membership_file=membership_file, join=join,
-                           peers_file=peers_file)
+    return ClusterSettings(secret=(secret or "").encode(),
+                           ring=Ring.of_hosts(members, node_id, count, worker),
+                           peer_ca=peer_ca, mirror_dir=mirror_dir, state_file=state_file)

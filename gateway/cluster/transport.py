@@ -8,13 +8,16 @@ see the client's headers, and only those (plus the peer marker). The workers of 
 (``--workers N``) reach each other through Unix sockets (:meth:`use_unix_sockets`); the
 workers of other hosts are reached at their host's URL (the peer marker names the
 worker).
-``https://`` members are verified against the system's CAs and ``--peer-ca``.
+``https://`` members are verified against the system's CAs and ``--peer-ca``. Members
+are named, not numbered: the member list changes while the cluster runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -23,6 +26,7 @@ from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
+from gateway.cluster.view import Member
 from gateway.tls import client_context
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
@@ -34,6 +38,26 @@ _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 #: object's info travels in one header as ASCII JSON: S3 bounds what it holds (2 KB of
 #: user metadata, 8 KB of request headers, 10 tags), and escaping at most triples it.
 PEER_MAX_FIELD_BYTES = 64 * 1024
+
+
+#: a peer that stops acknowledging what is sent (a cut link drops every packet) is given
+#: up after this long, also while an answer is awaited: TCP keep-alive probes every second
+#: on an idle connection, TCP_USER_TIMEOUT for data not acknowledged
+DEAD_PEER_S = 4
+
+
+def peer_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """A socket to a member that finds a dead link within :data:`DEAD_PEER_S`, whether
+    it is sending or waiting (aiohttp's ``socket_factory``)."""
+    family, kind, proto, _, _ = addr_info
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):  # Linux
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, DEAD_PEER_S - 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_S * 1000)
+    return sock
 
 
 def _describe(exc: BaseException) -> str:
@@ -74,43 +98,37 @@ class PeerResponse:
 
 
 class PeerTransport:
-    """Sends signed requests to members by node id; errors become MemberUnavailable."""
+    """Sends signed requests to members by name; errors become MemberUnavailable."""
 
     def __init__(self, settings: ClusterSettings, auth: PeerAuth) -> None:
         self._settings = settings
         self._auth = auth
-        ring = settings.ring
-        self._bases = {i: ring.url_of(i) for i in range(len(ring.members))
-                       if i != ring.self_index}
-        # Workers of other hosts (--peers with --workers N) get a pool each: a connection
-        # is handed to the worker it is signed for, and stays with it.
-        self._per_member = ring.workers > 1
-        self._names = dict(enumerate(ring.members))
-        self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
-        self._unix: dict[int, str] = {}
+        self._unix: dict[str, str] = {}
         # One session for TCP members; one per member reached through a Unix socket
-        # (aiohttp's UnixConnector has one path). Made on the event loop, at first use.
-        self._sessions: dict[int | None, aiohttp.ClientSession] = {}
+        # (aiohttp's UnixConnector has one path), and one per worker of another host
+        # (a connection is handed to the worker it is signed for, and stays with it).
+        # Made on the event loop, at first use.
+        self._sessions: dict[str | None, aiohttp.ClientSession] = {}
         self._timeout = aiohttp.ClientTimeout(total=None,
                                               sock_connect=settings.connect_timeout_s,
                                               sock_read=settings.read_timeout_s)
 
-    def use_unix_sockets(self, paths: Mapping[int, str]) -> None:
-        """Reach these members through their Unix socket paths instead of their URLs
-        (the workers of one host, docs/workers.md); the URLs stay their names in the
-        ring, in the peer marker and in ``Host``. Call before the first request."""
+    def use_unix_sockets(self, paths: Mapping[str, str]) -> None:
+        """Reach these members (by name) through their Unix socket paths instead of
+        their URLs (the workers of one host, docs/workers.md); the URLs stay their names
+        in the ring, in the peer marker and in ``Host``. Call before the first request."""
         if self._sessions:
             raise RuntimeError("use_unix_sockets() after the first request")
-        self._unix = {node: path for node, path in paths.items() if node in self._bases}
+        self._unix = dict(paths)
 
     @property
     def local_workers(self) -> bool:
         """Whether the members are the workers of one host (Unix sockets)."""
         return bool(self._unix)
 
-    def _client(self, node: int) -> aiohttp.ClientSession:
-        path = self._unix.get(node)
-        slot = node if path is not None or self._per_member else None
+    def _client(self, member: Member) -> aiohttp.ClientSession:
+        path = self._unix.get(member.name)
+        slot = member.name if path is not None or member.workers > 1 else None
         session = self._sessions.get(slot)
         if session is None:
             connector: aiohttp.BaseConnector
@@ -119,34 +137,27 @@ class PeerTransport:
                     path=path, limit=self._settings.connections_per_peer,
                     keepalive_timeout=30.0)
             else:
-                tls = any(url.startswith("https://") for url in self._bases.values())
                 connector = aiohttp.TCPConnector(
                     limit=0, limit_per_host=self._settings.connections_per_peer,
                     keepalive_timeout=30.0, ttl_dns_cache=10,
-                    ssl=client_context(self._settings.peer_ca) if tls else True)
+                    ssl=client_context(self._settings.peer_ca), socket_factory=peer_socket)
             session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, timeout=self._timeout,
                 skip_auto_headers=_NO_AUTO_HEADERS, max_field_size=PEER_MAX_FIELD_BYTES)
             self._sessions[slot] = session
         return session
 
-    def unavailable(self, node: int, exc: BaseException) -> MemberUnavailable:
-        return MemberUnavailable(node, self._names.get(node, "?"), _describe(exc))
+    @staticmethod
+    def unavailable(member: Member, exc: BaseException) -> MemberUnavailable:
+        return MemberUnavailable(member.name, _describe(exc))
 
-    def set_members(self, members: Sequence[str], self_index: int) -> None:
-        """The member list changed (live membership): node ids name these URLs now.
-        Pooled connections are kept (they are per host, not per node id)."""
-        self._bases = {i: url for i, url in enumerate(members) if i != self_index}
-        self._names = dict(enumerate(members))
-        self._hosts = {i: url.split("://", 1)[1] for i, url in self._bases.items()}
-
-    async def open(self, node: int, method: str, path: bytes, query: bytes = b"", *,
-                   headers: Sequence[tuple[bytes, bytes]] = (),
+    async def open(self, member: Member, method: str, path: bytes, query: bytes = b"", *,
+                   view: str, headers: Sequence[tuple[bytes, bytes]] = (),
                    content: AsyncIterable[bytes] | None = None,
                    timeout: float | None = None,  # noqa: ASYNC109  aiohttp socket timeouts
-                   wait_continue: bool = True, ring_id: str | None = None) -> PeerResponse:
-        """Send a request signed for ``node`` (a body without a content-length goes
-        chunked); the caller closes the streamed response.
+                   wait_continue: bool = True) -> PeerResponse:
+        """Send a request signed for ``member`` under the view ``view`` (a body without a
+        content-length goes chunked); the caller closes the streamed response.
 
         A body is sent with its integrity tag (:mod:`gateway.cluster.bodyseal`), after
         the member's ``100 Continue`` unless ``wait_continue`` is false (a call the
@@ -157,8 +168,8 @@ class PeerTransport:
         target = path.decode("latin-1")
         if query:
             target += "?" + query.decode("latin-1")
-        url = URL(self._bases[node] + target, encoded=True)
-        marker = self._auth.sign(method, path, query, node, ring_id)
+        url = URL(member.host + target, encoded=True)
+        marker = self._auth.sign(method, path, query, member.id, view)
         sent = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         if content is not None:  # the body ends with its tag (bodyseal)
             content = seal(content, body_key(self._settings.secret, marker))
@@ -166,7 +177,7 @@ class PeerTransport:
                     for n, v in sent]
         sent.append((HEADER, marker))
         if not any(n == b"host" for n, _ in headers):
-            sent.append(("host", self._hosts[node]))
+            sent.append(("host", member.host.split("://", 1)[1]))
         request_timeout = self._timeout if timeout is None else aiohttp.ClientTimeout(
             total=None, sock_connect=min(timeout, self._settings.connect_timeout_s),
             sock_read=timeout)
@@ -176,7 +187,7 @@ class PeerTransport:
                 # A body waits for "100 Continue": a member that refuses the request
                 # first (a bad signature, no such bucket) answers before any of it is
                 # sent, and the answer is not lost to a reset connection.
-                response = await self._client(node).request(
+                response = await self._client(member).request(
                     method, url, headers=sent, data=content, allow_redirects=False,
                     timeout=request_timeout, compress=None,
                     expect100=content is not None and wait_continue)
@@ -184,17 +195,17 @@ class PeerTransport:
             except TRANSPORT_ERRORS as exc:
                 if isinstance(exc, _STALE) and attempt + 1 < attempts:
                     continue
-                raise self.unavailable(node, exc) from exc
+                raise self.unavailable(member, exc) from exc
         raise AssertionError("unreachable")
 
-    def body(self, node: int, response: PeerResponse) -> AsyncIterator[bytes]:
+    def body(self, member: Member, response: PeerResponse) -> AsyncIterator[bytes]:
         """The response body; a broken exchange raises MemberUnavailable."""
         async def chunks() -> AsyncIterator[bytes]:
             try:
                 async for chunk in response.chunks():
                     yield chunk
             except TRANSPORT_ERRORS as exc:
-                raise self.unavailable(node, exc) from exc
+                raise self.unavailable(member, exc) from exc
         return chunks()
 
     async def aclose(self) -> None:

@@ -68,8 +68,8 @@ class ProcessView:
         members: list[dict[str, Any]] = []
         if components.cluster is not None:
             ring = components.cluster.describe()["members"]
-            members = [{"name": m["url"], "health": m["health"], "self": m["self"],
-                        "key_share": 1 / len(ring), "error": m.get("error")} for m in ring]
+            members = [{"name": m["name"], "health": m["state"], "self": m["self"],
+                        "key_share": 1 / len(ring), "error": None} for m in ring]
         cost = status.get("cost")
         return {
             "format": FORMAT,

@@ -90,6 +90,7 @@ class WorkerFront:
                 self._routes[(method, "/_squall/cluster")] = self.cluster
         if fan_out:
             self._routes[("POST", "/_squall/sync")] = self.sync
+            self._routes[("POST", "/_squall/cluster/leave")] = self.leave
             self._routes.update(front_routes(links, index))  # /_squall/ui/data, merged
 
     #: this worker's connection hand-over counters, when hand-over is on
@@ -158,6 +159,22 @@ class WorkerFront:
 
     async def sync(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Every worker flushes; their NDJSON progress lines are summed."""
+        async def answer(responses: list[aiohttp.ClientResponse]) -> Response:
+            return StreamingResponse(sync_lines(responses), media_type="application/x-ndjson")
+        await self._to_every_worker(scope, receive, send, answer)
+
+    async def leave(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every worker leaves the cluster (each is a member of its own)."""
+        async def answer(responses: list[aiohttp.ClientResponse]) -> Response:
+            views = [await r.json() for r in responses]
+            return JSONResponse({**views[0], "workers": views})
+        await self._to_every_worker(scope, receive, send, answer)
+
+    async def _to_every_worker(
+            self, scope: Scope, receive: Receive, send: Send,
+            answer: Callable[[list[aiohttp.ClientResponse]], Awaitable[Response]]) -> None:
+        """The request, body included, sent to every worker at once; the first refusal
+        is the answer, else ``answer(responses)``."""
         body = b"".join([chunk async for chunk in request_body(receive)])
         target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         if scope["query_string"]:
@@ -173,8 +190,7 @@ class WorkerFront:
                 await _refusal(failed)(scope, receive, send)
                 return
             responses = [r for r in opened if isinstance(r, aiohttp.ClientResponse)]
-            await StreamingResponse(sync_lines(responses),
-                                    media_type="application/x-ndjson")(scope, receive, send)
+            await (await answer(responses))(scope, receive, send)
         finally:
             for response in opened:
                 if isinstance(response, aiohttp.ClientResponse):

@@ -43,7 +43,7 @@ import httptools
 import uvicorn
 
 from gateway.cluster.peerauth import HEADER_BYTES
-from gateway.cluster.placement import Placement
+from gateway.cluster.view import Membership
 from gateway.limits import LimitedHttpProtocol, Limits, RequestPhase
 from gateway.s3api.endpoint import object_target
 from gateway.workers.host import HostWorkers
@@ -73,8 +73,8 @@ def handover_path(peer_socket: Path | str) -> Path:
 class KeyOwners:
     """The worker of this host a request is for, as the cluster layer computes it."""
 
-    def __init__(self, placement: Placement, domain: str | None, host: HostWorkers) -> None:
-        self._placement = placement
+    def __init__(self, membership: Membership, domain: str | None, host: HostWorkers) -> None:
+        self._membership = membership
         self._domain = domain.lower() if domain else None
         self._host = host
 
@@ -84,7 +84,7 @@ class KeyOwners:
         a peer request (``marker``) is signed for, else the owner of an object-level
         request's key. None for this worker, a member on another host, and bucket-level,
         service-level and admin requests without a marker."""
-        placement = self._placement
+        view = self._membership.view
         if marker is not None:
             worker = self._host.addressed(marker)
         else:
@@ -97,8 +97,8 @@ class KeyOwners:
             target = object_target(path, host.decode("latin-1"), self._domain)
             if target is None:
                 return None
-            worker = self._host.worker(placement.owner(*target))
-        return None if worker == self._host.worker(placement.self_index) else worker
+            worker = self._host.worker(view.owner(*target))
+        return None if worker == self._host.worker(view.me) else worker
 
 
 @dataclass(slots=True)

@@ -2,9 +2,10 @@
 
 Worker ``k`` is cluster member ``k`` of a ring of N synthetic members named
 ``http://worker-<k>`` (names for the rendezvous hash, the peer marker and logs; the
-traffic goes to Unix sockets). With ``--peers`` (every host running N workers), it is
-worker ``k`` of its host in the ring of the hosts' workers (``Ring.of_hosts``): the
-cluster's settings pass unchanged, the ring is made by the worker. It keeps its cache
+traffic goes to Unix sockets). With ``--peers`` or ``--coordinator`` (every host running
+N workers), it is worker ``k`` of its host in the ring of the hosts' workers: the
+cluster's settings pass unchanged, the worker registers (or finds itself) as
+``<host URL>/worker-<k>``. It keeps its cache
 under ``<data-dir>/worker-<k>`` and shares the backend and the credentials. What is a budget for the whole gateway (cache
 capacity, backend throttle) is divided between the workers.
 """
@@ -17,11 +18,8 @@ from typing import Any
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.credentials import Credentials
 from gateway.settings import Settings
+from gateway.workers.host import single_host
 from gateway.workers.layout import worker_dir
-
-
-def member_url(index: int) -> str:
-    return f"http://worker-{index}"
 
 
 def check(settings: Settings) -> None:
@@ -59,8 +57,8 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
         "secret_key": credentials.secret_key,
         "cluster_secret": settings.cluster_secret or secret,
     }
-    if not settings.peers:
-        update |= {"peers": [member_url(k) for k in range(count)], "node_id": index,
+    if not settings.peers and not settings.coordinator:
+        update |= {"peers": [single_host(k) for k in range(count)], "node_id": index,
                    "dirty_replicas": 1}  # the workers of one host: a copy shares its fate
     if settings.cache_dir is not None:
         update["cache_dir"] = settings.cache_dir / tag

@@ -249,7 +249,8 @@ def serve_workers(settings: Settings) -> int:
     sockets_dir = run_dir(settings.data_dir, settings.workers)
     paths = [str(socket_path(sockets_dir, k)) for k in range(settings.workers)]
     # With --peers the workers are members of the hosts' ring (plan.py).
-    hosts = {"host_workers": settings.workers} if settings.peers else {}
+    hosts = {"host_workers": settings.workers} if settings.peers or settings.coordinator \
+        else {}
     lines = [(json.dumps({"settings": c.model_dump(mode="json"), "sockets": paths, **hosts})
               + "\n").encode() for c in configs]
     _banner(settings, credentials, port.port)

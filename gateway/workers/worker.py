@@ -79,9 +79,9 @@ class Worker:
         self.handover_stats = handover.HandoverStats()
         assert components.cluster is not None
         self.cluster = components.cluster
-        self.host = HostWorkers(self.cluster.ring.self_index - index, len(sockets))
-        # with --peers, other hosts' peer requests for another worker of this one
-        self.relay = WorkerRelay(sockets) if self.cluster.ring.workers > 1 else None
+        self.host = HostWorkers.of(self.cluster.name, index, len(sockets))
+        # in a cluster of hosts, other hosts' peer requests for another worker of this one
+        self.relay = WorkerRelay(sockets) if self.host.in_cluster else None
 
     def _config(self, app: object, tls: ServerTls | None = None,
                 **overrides: Any) -> uvicorn.Config:
@@ -100,7 +100,7 @@ class Worker:
         self.sender = handover.HandoverSender(
             {k: handover.handover_path(path) for k, path in enumerate(self.sockets)
              if k != self.index}, self.handover_stats)
-        owners = handover.KeyOwners(cluster.placement, self.settings.domain, self.host)
+        owners = handover.KeyOwners(cluster.membership, self.settings.domain, self.host)
         limits = limits_of(self.settings, self.components.metrics.count_slowdown)
         return handover.protocol_class(limits, owners, self.sender)
 
@@ -126,8 +126,7 @@ class Worker:
         front = WorkerFront(app, index=self.index, links=self.links,
                             status=self.components.status, gate=app.gate,
                             relay=(self.host, self.relay) if self.relay else None,
-                            ring_view=self.cluster.describe_hosts if hosts
-                            else describe_single)
+                            ring_view=self.cluster.describe if hosts else describe_single)
         own = WorkerFront(app, index=self.index, links=self.links,
                           status=self.components.status, fan_out=False)
         peer = _Server(self._config(own))
@@ -166,8 +165,6 @@ class Worker:
             if receiver is not None:  # every worker has drained: nothing more comes
                 receiver.close()
                 await handover.finish(public, GRACEFUL_SHUTDOWN_S)
-            if self.components.cluster is not None:  # the others stop too: no alarms
-                await self.components.cluster.health.stop()
             peer.should_exit = True
             await peer_task
         finally:
@@ -259,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert components.cluster is not None
     worker = Worker(args.index, settings, components, sockets, listener, control_sock, tls)
     components.cluster.transport.use_unix_sockets(
-        {worker.host.first + k: path for k, path in enumerate(sockets)})
+        dict(zip(worker.host.names, sockets, strict=True)))
     tune_gc()
     return uvloop.run(worker.run())
 

@@ -1,9 +1,9 @@
 """Cluster benchmark: aggregate throughput with 1, 2, 3 replicas, and the cost of forwarding.
 
-``python -m loadtests.bench.cluster`` starts, for each replica count, that many
-``squall serve`` members on loopback ports over one shared posix backend directory, and
-runs PUT and GET workloads (``loadtests.bench.engine``) with the clients' requests
-routed three ways:
+``python -m loadtests.bench.cluster`` starts an etcd and, for each replica count, that
+many ``squall serve`` members on loopback ports coordinated by it over one shared posix
+backend directory, and runs PUT and GET workloads (``loadtests.bench.engine``) with the
+clients' requests routed three ways:
 
 * ``any``: round robin over the members, as a ring-unaware client or load balancer does
   (a share (N-1)/N of the requests is forwarded by the member to the key's owner);
@@ -27,10 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.units import format_size, parse_duration, parse_size
+from gateway.cluster.client import wait_members
 from gateway.cluster.ring import owner_index
 from loadtests.bench.cpu import cpu_seconds
 from loadtests.bench.engine import Measurement, run_workload
-from loadtests.bench.server import ServerProcess, squall_credentials, squall_server
+from loadtests.bench.server import (
+    ServerProcess,
+    coordinator_url,
+    etcd_server,
+    squall_credentials,
+    squall_server,
+)
 from loadtests.bench.targets import S3Target
 from loadtests.bench.workloads import Kind, Unit, Workload
 from loadtests.sigv4 import Signer, load_credentials
@@ -103,17 +110,21 @@ def members_cpu_seconds(pids: Sequence[int | None]) -> float:
     return sum(cpu_seconds(pid) for pid in pids if pid is not None)
 
 
-def start_members(count: int, work: Path, env: dict[str, str],
-                  extra: Sequence[str]) -> list[ServerProcess]:
-    """``count`` members over ``work/shared`` (no peers at all for one member)."""
+def start_members(count: int, work: Path, env: dict[str, str], extra: Sequence[str],
+                  coordinator: str | None) -> list[ServerProcess]:
+    """``count`` members over ``work/shared``, registered with ``coordinator`` under a
+    prefix of their own (none for one member without it); returns once each sees them
+    all, has handed its keys over and serves."""
     args = ["--backend", f"posix:{work / 'shared'}", *extra]
-    servers = [squall_server(f"r{count}-node{i}", args, work, env) for i in range(count)]
-    if count > 1:
-        peers = ",".join(s.endpoint for s in servers)
-        for i, server in enumerate(servers):
-            server.argv += ["--peers", peers, "--node-id", str(i)]
+    if coordinator is not None:
+        args += ["--coordinator", coordinator, "--coordinator-prefix",
+                 f"/bench-{secrets.token_hex(6)}/"]
+    servers = [squall_server(f"r{count}-node{i}-{secrets.token_hex(3)}", args, work, env)
+               for i in range(count)]
     for server in servers:
         server.start()
+    if coordinator is not None:
+        wait_members([s.endpoint for s in servers])
     return servers
 
 
@@ -141,12 +152,12 @@ def workloads(sizes: Sequence[int], clients: int, count: int, duration: float
 
 
 def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Sequence[Workload],
-            extra: Sequence[str], work: Path) -> list[Row]:
+            extra: Sequence[str], work: Path, coordinator: str) -> list[Row]:
     env = {**squall_credentials("CLUSTER"), "SQUALL_CLUSTER_SECRET": secrets.token_hex(16)}
     signer = Signer(load_credentials(env))
     rows: list[Row] = []
     for count in replicas:
-        servers = start_members(count, work, env, extra)
+        servers = start_members(count, work, env, extra, coordinator)
         try:
             endpoints = [s.endpoint for s in servers]
             policies = ("any",) if count == 1 else POLICIES
@@ -228,8 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     duration = parse_duration(args.duration)
     wls = workloads(sizes, args.clients, args.count, duration)
     latency_wls = workloads(sizes, 1, args.count, duration)
-    with tempfile.TemporaryDirectory(prefix="squall-cluster-bench-") as tmp:
-        rows = run_all(replicas, wls, latency_wls, args.server_args.split(), Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="squall-cluster-bench-") as tmp, \
+            etcd_server(Path(tmp)) as etcd:
+        rows = run_all(replicas, wls, latency_wls, args.server_args.split(), Path(tmp),
+                       coordinator_url(etcd))
     print(f"Aggregate throughput, {args.clients} clients in all, objects of "
           f"{', '.join(format_size(s) for s in sizes)}; one shared posix backend\n")
     print(throughput_table(rows, wls))

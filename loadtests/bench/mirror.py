@@ -1,7 +1,8 @@
 """Mirrored write-back benchmark: acknowledgement latency and PUT throughput, R=1 vs R=2.
 
-``python -m loadtests.bench.mirror`` starts, for each ``--dirty-replicas`` value, a local
-cluster of ``--members`` ``squall serve`` processes over one shared posix directory and
+``python -m loadtests.bench.mirror`` starts an etcd and, for each ``--dirty-replicas``
+value, a local cluster of ``--members`` ``squall serve`` processes coordinated by it over
+one shared posix directory, and
 runs PUT workloads sent straight to each key's owner (so forwarding is not measured):
 one client alone (acknowledgement latency, p50/p99) and ``--clients`` at once
 (throughput). By default the backend is throttled so that the writes stay in the caches
@@ -23,7 +24,7 @@ from pathlib import Path
 from backends.units import format_size, parse_duration, parse_size
 from loadtests.bench.cluster import RoutedTarget, members_cpu_seconds, start_members
 from loadtests.bench.engine import Measurement, run_workload
-from loadtests.bench.server import squall_credentials
+from loadtests.bench.server import coordinator_url, etcd_server, squall_credentials
 from loadtests.bench.workloads import Workload
 from loadtests.sigv4 import Signer, load_credentials
 
@@ -46,21 +47,30 @@ def run(replicas: Sequence[int], members: int, wls: Sequence[Workload],
     env = {**squall_credentials("MIRROR"), "SQUALL_CLUSTER_SECRET": secrets.token_hex(16)}
     signer = Signer(load_credentials(env))
     rows = []
-    for r in replicas:
-        (work / f"r{r}").mkdir()
-        servers = start_members(members, work / f"r{r}", env,
-                                [*extra, "--dirty-replicas", str(r)])
-        try:
-            endpoints = [s.endpoint for s in servers]
-            for wl in wls:
-                print(f"R={r}: {wl.title}", file=sys.stderr)
-                before = members_cpu_seconds([s.pid for s in servers])
-                result = asyncio.run(_measure(endpoints, signer, wl, f"r{r}-{wl.key}"))
-                used = members_cpu_seconds([s.pid for s in servers]) - before
-                rows.append((r, wl, result, used))
-        finally:
-            for server in servers:
-                server.stop()
+    with etcd_server(work) as etcd:
+        for r in replicas:
+            (work / f"r{r}").mkdir()
+            rows += _run(r, members, wls, [*extra, "--dirty-replicas", str(r)],
+                         work / f"r{r}", env, signer, coordinator_url(etcd))
+    return rows
+
+
+def _run(r: int, members: int, wls: Sequence[Workload], extra: Sequence[str], work: Path,
+         env: dict[str, str], signer: Signer, coordinator: str
+         ) -> list[tuple[int, Workload, Measurement, float]]:
+    rows = []
+    servers = start_members(members, work, env, extra, coordinator)
+    try:
+        endpoints = [s.endpoint for s in servers]
+        for wl in wls:
+            print(f"R={r}: {wl.title}", file=sys.stderr)
+            before = members_cpu_seconds([s.pid for s in servers])
+            result = asyncio.run(_measure(endpoints, signer, wl, f"r{r}-{wl.key}"))
+            used = members_cpu_seconds([s.pid for s in servers]) - before
+            rows.append((r, wl, result, used))
+    finally:
+        for server in servers:
+            server.stop()
     return rows
 
 

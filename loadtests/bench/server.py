@@ -176,6 +176,25 @@ class ServerProcess:
         self.stop()
 
 
+def etcd_server(work: Path) -> ServerProcess:
+    """A one-member etcd (Debian's ``etcd-server``) on free loopback ports, its data under
+    ``work/etcd``: the coordinator of the cluster benchmarks."""
+    client, peer = free_port(), free_port()
+    argv = ["etcd", "--name", "bench", "--data-dir", str(work / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{client}",
+            "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"bench=http://127.0.0.1:{peer}"]
+    return ServerProcess(argv, endpoint=f"http://127.0.0.1:{client}",
+                         log_path=work / "etcd.log", health_path="/health")
+
+
+def coordinator_url(etcd: ServerProcess) -> str:
+    """The ``--coordinator`` of the members coordinated by ``etcd``."""
+    return "etcd://" + etcd.endpoint.split("://", 1)[1]
+
+
 def squall_credentials(prefix: str = "BENCH") -> dict[str, str]:
     """A fresh key pair as the ``SQUALL_*`` variables a gateway and its clients read."""
     return {"SQUALL_ACCESS_KEY": prefix + secrets.token_hex(6).upper(),

@@ -82,39 +82,164 @@ true
 {{- default (include "squall.fullname" .) .Values.backend.s3.existingSecret -}}
 {{- end -}}
 
-{{/*
-The ordered member list of the cluster: one URL per pod of the StatefulSet, by ordinal,
-through the pods' stable DNS names under the headless Service.
-*/}}
-{{- define "squall.peers" -}}
-{{- $fullname := include "squall.fullname" . -}}
-{{- $domain := printf "%s.%s.svc.%s" (include "squall.headlessName" .) .Release.Namespace .Values.clusterDomain -}}
-{{- $urls := list -}}
-{{- range $ordinal := until (int (include "squall.memberCount" .)) -}}
-{{- $urls = append $urls (printf "http://%s-%d.%s:%d" $fullname $ordinal $domain (int $.Values.port)) -}}
-{{- end -}}
-{{- join "," $urls -}}
+{{/* Whether the backend is one every pod can share ("true" or ""): an upstream S3
+service, a custom one, or a posix backend on a shared claim. */}}
+{{- define "squall.sharedBackend" -}}
+{{- if or (ne .Values.backend.type "posix") .Values.backend.posix.existingClaim -}}true{{- end -}}
 {{- end -}}
 
 {{/*
-How many pods the member list names: replicaCount, or with live membership
-liveMembership.members when set (at most replicaCount).
+Whether the pods coordinate through etcd ("true" or ""): with a shared backend and an etcd
+(the chart's own, or coordinator.endpoints), whatever replicaCount, so that `kubectl scale`
+works from one pod up. The one-pod trial whose posix backend lives in its own data volume
+runs alone. Impossible combinations stop the rendering here.
 */}}
-{{- define "squall.memberCount" -}}
-{{- $live := .Values.liveMembership -}}
-{{- if and $live.enabled (not (kindIs "invalid" $live.members)) -}}
-{{- if gt (int $live.members) (int .Values.replicaCount) -}}
-{{- fail (printf "liveMembership.members (%d) cannot be above replicaCount (%d): the member file would list pods that do not exist" (int $live.members) (int .Values.replicaCount)) -}}
+{{- define "squall.coordinated" -}}
+{{- $c := .Values.coordinator -}}
+{{- if and .Values.etcd.enabled $c.endpoints -}}
+{{- fail "coordinator.endpoints names an external etcd: set etcd.enabled=false with it (the chart then runs no etcd of its own)" -}}
 {{- end -}}
-{{- int $live.members -}}
+{{- if include "squall.sharedBackend" . -}}
+{{- if or .Values.etcd.enabled $c.endpoints -}}
+true
+{{- else if gt (int .Values.replicaCount) 1 -}}
+{{- fail "replicaCount > 1 needs etcd to coordinate the pods: etcd.enabled=true (the chart runs it) or coordinator.endpoints (an external one)" -}}
+{{- end -}}
+{{- else if $c.endpoints -}}
+{{- fail "coordinator.endpoints needs a shared backend (backend.posix.existingClaim, or backend.type=s3): a pod whose backend is in its own data volume runs alone" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The etcd StatefulSet's base name, its headless Service and its pods' DNS domain. */}}
+{{- define "squall.etcdName" -}}
+{{- printf "%s-etcd" (include "squall.fullname" .) -}}
+{{- end -}}
+
+{{- define "squall.etcdHeadlessName" -}}
+{{- printf "%s-etcd-headless" (include "squall.fullname" .) -}}
+{{- end -}}
+
+{{- define "squall.etcdDomain" -}}
+{{- printf "%s.%s.svc.%s" (include "squall.etcdHeadlessName" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}
+
+{{/*
+Labels of the etcd resources. Their name differs from the gateway's, whose selectors
+(StatefulSet, Services, PodDisruptionBudget) must not match etcd pods.
+*/}}
+{{- define "squall.etcdSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "squall.name" . }}-etcd
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: etcd
+{{- end -}}
+
+{{- define "squall.etcdLabels" -}}
+helm.sh/chart: {{ include "squall.chart" . }}
+{{ include "squall.etcdSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.etcd.image.tag | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Whether the chart runs its own etcd ("true" or ""). */}}
+{{- define "squall.ownEtcd" -}}
+{{- if and .Values.etcd.enabled (include "squall.coordinated" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Squall's coordinator setting: every member of the chart's etcd by its stable DNS name (the
+client moves to the next endpoint when a call fails, which a single Service address would
+hide), or coordinator.endpoints; etcds:// with coordinator.tls.enabled.
+*/}}
+{{- define "squall.coordinatorURL" -}}
+{{- $c := .Values.coordinator -}}
+{{- $endpoints := list -}}
+{{- if .Values.etcd.enabled -}}
+{{- $name := include "squall.etcdName" . -}}
+{{- $domain := include "squall.etcdDomain" . -}}
+{{- range $ordinal := until (int .Values.etcd.replicaCount) -}}
+{{- $endpoints = append $endpoints (printf "%s-%d.%s:2379" $name $ordinal $domain) -}}
+{{- end -}}
 {{- else -}}
-{{- int .Values.replicaCount -}}
+{{- $endpoints = $c.endpoints -}}
+{{- end -}}
+{{- printf "%s://%s" (ternary "etcds" "etcd" (and (not .Values.etcd.enabled) $c.tls.enabled)) (join "," $endpoints) -}}
+{{- end -}}
+
+{{/*
+The options of an external etcd (TLS, user and password), checked: none of them applies to
+the chart's own etcd, which serves plain HTTP without authentication.
+*/}}
+{{- define "squall.checkCoordinator" -}}
+{{- $c := .Values.coordinator -}}
+{{- if .Values.etcd.enabled -}}
+{{- if or $c.tls.enabled $c.tls.existingSecret $c.user $c.password $c.existingSecret -}}
+{{- fail "coordinator.tls, coordinator.user and the etcd password apply to an external etcd (etcd.enabled=false, coordinator.endpoints): the chart's own etcd serves plain HTTP without authentication" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $c.tls.existingSecret (not $c.tls.enabled) -}}
+{{- fail "coordinator.tls.existingSecret needs coordinator.tls.enabled=true" -}}
+{{- end -}}
+{{- if and $c.tls.existingSecret (ne (empty $c.tls.secretKeys.cert) (empty $c.tls.secretKeys.key)) -}}
+{{- fail "coordinator.tls.secretKeys.cert and coordinator.tls.secretKeys.key go together (a client certificate and its key), or are both empty" -}}
+{{- end -}}
+{{- if and $c.tls.existingSecret (not (or $c.tls.secretKeys.ca $c.tls.secretKeys.cert)) -}}
+{{- fail "coordinator.tls.existingSecret is mounted for its files: name at least coordinator.tls.secretKeys.ca or .cert" -}}
+{{- end -}}
+{{- if and $c.user (not (or $c.password $c.existingSecret)) -}}
+{{- fail "coordinator.user needs a password: coordinator.password or coordinator.existingSecret" -}}
+{{- end -}}
+{{- if and (or $c.password $c.existingSecret) (not $c.user) -}}
+{{- fail "an etcd password (coordinator.password or coordinator.existingSecret) needs coordinator.user" -}}
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the pods form a cluster (several pods, or live membership). */}}
-{{- define "squall.clustered" -}}
-{{- if or (gt (int .Values.replicaCount) 1) .Values.liveMembership.enabled -}}true{{- end -}}
+{{/* Whether the chart's Secret holds the etcd password ("true" or ""). */}}
+{{- define "squall.etcdPasswordInSecret" -}}
+{{- $c := .Values.coordinator -}}
+{{- if and (include "squall.coordinated" .) (not .Values.etcd.enabled) $c.user $c.password (not $c.existingSecret) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "squall.etcdPasswordSecretName" -}}
+{{- default (include "squall.fullname" .) .Values.coordinator.existingSecret -}}
+{{- end -}}
+
+{{/*
+Where the preStop hook reaches the gateway from inside its pod: the loopback address of the
+listen address's family (Squall binds "[::]" to IPv6 only), or a specific listen address.
+The chart serves plain HTTP (config.tls_cert is refused, see squall.configToml).
+*/}}
+{{- define "squall.loopback" -}}
+{{- $host := .Values.listenHost -}}
+{{- if eq $host "0.0.0.0" -}}
+127.0.0.1
+{{- else if has $host (list "[::]" "::") -}}
+[::1]
+{{- else if contains ":" $host -}}
+{{- printf "[%s]" (trimAll "[]" $host) -}}
+{{- else -}}
+{{- $host -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The preStop hook's command with a coordinator: `squall cluster leave` (hand the unflushed
+writes over, end the lease) within the grace period less the sleep and the 30 s Squall
+takes to stop on SIGTERM, then the sleep; the exit status is the leave's.
+*/}}
+{{- define "squall.leaveScript" -}}
+{{- $sleep := int .Values.preStopSleepSeconds -}}
+{{- $timeout := sub (sub (int .Values.terminationGracePeriodSeconds) $sleep) 30 -}}
+{{- if lt $timeout 30 -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must leave the hand-over of a leaving pod at least 30 s: at least preStopSleepSeconds + 60 (%d)" (int .Values.terminationGracePeriodSeconds) (add $sleep 60)) -}}
+{{- end -}}
+squall cluster leave --endpoint {{ printf "http://%s:%d" (include "squall.loopback" .) (int .Values.port) }} --timeout {{ $timeout }}; status=$?
+{{- if gt $sleep 0 }}
+sleep {{ $sleep }}
+{{- end }}
+exit $status
 {{- end -}}
 
 {{/* Squall's backend setting (KIND:ARGS), with a clear error for an impossible set-up. */}}
@@ -125,8 +250,6 @@ liveMembership.members when set (at most replicaCount).
 {{- printf "posix:%s" $b.posix.mountPath -}}
 {{- else if gt (int .Values.replicaCount) 1 -}}
 {{- fail "backend.posix.existingClaim is required when replicaCount > 1: the pods must share one backend (a ReadWriteMany claim), or use backend.type=s3" -}}
-{{- else if .Values.liveMembership.enabled -}}
-{{- fail "backend.posix.existingClaim is required with liveMembership.enabled: the pods it adds must share one backend (a ReadWriteMany claim), or use backend.type=s3" -}}
 {{- else -}}
 posix:/var/lib/squall/objects
 {{- end -}}
@@ -188,8 +311,14 @@ cache_dir = "/var/lib/squall-cache"
 {{- end }}
 backend = {{ include "squall.tomlValue" (include "squall.backend" .) }}
 {{- range $name, $value := .Values.config }}
-{{- if has $name (list "listen" "data_dir" "cache_dir" "backend" "peers" "peers_file" "node_id" "cluster_secret" "access_key" "secret_key") }}
+{{- if has $name (list "listen" "data_dir" "cache_dir" "backend" "cluster_secret" "access_key" "secret_key" "coordinator" "coordinator_prefix" "lease_ttl" "advertise_url" "dirty_replicas" "etcd_ca" "etcd_cert" "etcd_key" "etcd_user" "etcd_password") }}
 {{- fail (printf "config.%s is set by the chart (see values.yaml); remove it from config" $name) }}
+{{- end }}
+{{- if has $name (list "peers" "node_id") }}
+{{- fail (printf "config.%s: the chart's pods coordinate through etcd (etcd.*, coordinator.*), not a fixed member list; remove it from config" $name) }}
+{{- end }}
+{{- if has $name (list "tls_cert" "tls_key") }}
+{{- fail (printf "config.%s: the chart serves plain HTTP (its probes, the members' advertised URLs and the preStop hook use http://); terminate TLS in front of the Service" $name) }}
 {{- end }}
 {{- range $item := ternary $value (list $value) (kindIs "slice" $value) }}
 {{- if not (or (kindIs "invalid" $item) (kindIs "string" $item) (kindIs "bool" $item) (kindIs "float64" $item) (kindIs "int64" $item) (kindIs "int" $item)) }}

@@ -58,23 +58,38 @@ async def test_expedite_deletes_and_drop_clean_leave_unflushed_data_alone(env: E
     assert not view.holds_objects(BUCKET)
 
 
-async def test_hand_off_drops_clean_and_hurries_unflushed_records_of_other_owners(
-        env: Env) -> None:
+async def test_a_flush_in_flight_is_stopped_while_its_key_is_handed_over(env: Env) -> None:
+    """The flush of a key being handed over is stopped (its record unflushed again) and
+    none starts until the hand-over ends: a flush must not land after the new owner's."""
     inner = StalledFlushes(env.backend_root, min_part_size=4 * KiB)
     inner.go = go = asyncio.Event()
-    go.set()
     tier = await env.tier(inner=inner)
     store, view = tier.store, ClusterView(tier)
-    for key in ["mine", "theirs-clean"]:
-        await tier.put_object(BUCKET, key, body(b"x"), meta=META)
-    await tier.wait_flushed()
-    go.clear()  # (the bucket must stay listed: hand_off walks the backend's buckets)
-    await tier.put_object(BUCKET, "theirs-dirty", body(b"y"), meta=META)
-    assert await view.hand_off(lambda bucket, key: key == "mine") == (1, 1)
-    assert sorted(store.entries_of(BUCKET)) == ["mine", "theirs-dirty"]
-    assert (BUCKET, "theirs-dirty") in store.urgent
-    go.set()
-    await until(lambda: not store.dirty_count, "flushed")
+    await tier.put_object(BUCKET, "moving", body(b"x"), meta=META)
+    await tier.put_object(BUCKET, "staying", body(b"y"), meta=META)
+    await until(lambda: store.get(BUCKET, "moving").state.value == "FLUSHING", "flushing")
+    async with view.flushes_held_back(BUCKET, "moving"):
+        assert store.get(BUCKET, "moving").dirty
+        assert store.get(BUCKET, "moving").state.value == "DIRTY"
+        go.set()  # the backend takes writes again: the other key flushes, this one not
+        await until(lambda: not store.get(BUCKET, "staying").dirty, "flushed")
+        await asyncio.sleep(0.2)
+        assert store.get(BUCKET, "moving").state.value == "DIRTY"
+        assert await view.discard(BUCKET, "moving")
+    assert sorted(view.held_keys()) == [(BUCKET, "staying")]
+    assert not (env.backend_root / BUCKET / "moving").exists()
+
+
+async def test_everything_held_is_dropped_when_the_member_starts_anew(env: Env) -> None:
+    inner = StalledFlushes(env.backend_root, min_part_size=4 * KiB)
+    inner.go = asyncio.Event()  # nothing flushes
+    tier = await env.tier(inner=inner)
+    view = ClusterView(tier)
+    for key in ("a", "b/c", "d"):
+        await tier.put_object(BUCKET, key, body(key.encode()), meta=META)
+    assert sorted(view.dirty_keys()) == [(BUCKET, "a"), (BUCKET, "b/c"), (BUCKET, "d")]
+    assert await view.discard_all() == 3
+    assert view.held_keys() == [] and tier.store.dirty_count == 0
 
 
 async def test_uploads_held_and_the_backend_uploads_to_hide(env: Env) -> None:

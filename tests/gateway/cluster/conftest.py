@@ -1,4 +1,5 @@
-"""Three real ``squall serve`` members on loopback ports over one shared posix backend."""
+"""Real ``squall serve`` members on loopback ports over one shared posix backend,
+coordinated by a real etcd (or given a fixed ``--peers`` list)."""
 
 from __future__ import annotations
 
@@ -12,40 +13,50 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cluster.ring import Ring, owner_index, worker_index
+from gateway.cluster.peerauth import PeerAuth
+from gateway.cluster.view import Member, View, member_id
 from tests.conftest import make_client
+from tests.support.etcd import EtcdServer
 from tests.support.server import SquallProcess, free_port
 
 SECRET = "cluster-secret-for-the-tests"
 # The backend takes one byte per second: what is written stays unflushed in its owner's
 # cache for the whole test, so reads and listings prove the cluster, not the backend.
 SLOW_BACKEND = ("--backend-bandwidth", "1B/s", "--inactivity-delay", "3600")
+TTL = 3  # the members' lease TTL (seconds): failures are noticed within it
 
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, args: Sequence[str] = (), *,
-                 status_token: str | None = None, peers_file: Path | None = None) -> None:
-        """``status_token``: the status views closed (the gateway's default) and read
-        with this bearer token; else open to unsigned reads. ``peers_file``: the members
-        read the list from this file (written here) instead of ``--peers``."""
-        self.peers_file = peers_file
+                 coordinator: str | None = None, status_token: str | None = None,
+                 workers: int = 1) -> None:
+        """``coordinator``: etcd's URL (members register there; a prefix of this
+        cluster's own), else a fixed ``--peers`` list. ``status_token``: the status views
+        closed (the gateway's default) and read with this bearer token; else open."""
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.args = tuple(args)
+        self.coordinator = coordinator
+        self.prefix = f"/squall-test-{uuid.uuid4().hex[:12]}/"
         self.status_token = status_token
+        self.workers = workers
         ports = [free_port() for _ in range(size)]
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
-        if peers_file is not None:
-            peers_file.write_text("\n".join(self.urls) + "\n")
         self.nodes = [self.member(i, ports[i], args) for i in range(size)]
         self.clients: list[Any] = []
 
-    def member(self, node: int, port: int, args: Sequence[str]) -> SquallProcess:
+    def member(self, node: int, port: int, args: Sequence[str] = ()) -> SquallProcess:
+        """Member ``node`` (listening on ``port``); not started."""
         token = ["--status-token", self.status_token] if self.status_token else []
-        peers = ["--peers", ",".join(self.urls)] if self.peers_file is None \
-            else ["--peers-file", str(self.peers_file)]
+        if self.coordinator is not None:
+            placement = ["--coordinator", self.coordinator, "--coordinator-prefix",
+                         self.prefix, "--lease-ttl", str(TTL)]
+        else:
+            placement = ["--peers", ",".join(self.urls), "--node-id", str(node)]
+        workers = ["--workers", str(self.workers)] if self.workers > 1 else []
         return SquallProcess(self.root / f"node{node}", [
-            "--backend", f"posix:{self.root / 'shared'}", *peers,
-            "--node-id", str(node), "--min-part-size", "1024", *token, *args],
+            "--backend", f"posix:{self.root / 'shared'}", *placement, *workers,
+            "--min-part-size", "1024", *token, *args],
             env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port,
             public_status=self.status_token is None)
 
@@ -53,50 +64,91 @@ class Cluster:
         with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
             list(pool.map(lambda n: n.start(), self.nodes))
         self.clients = [make_client(n.endpoint) for n in self.nodes]
+        if self.coordinator is not None:
+            self.wait_members(list(range(len(self.nodes))))
         return self
 
     def stop(self) -> None:
         codes = [n.stop() for n in self.nodes]
         assert codes == [0] * len(codes), [n.log() for n in self.nodes]
 
-    def wait_health(self, node: int, expected: list[str], timeout: float = 30.0) -> None:
-        """Wait until member ``node`` reports ``expected`` (per member) in its ring view.
-        With --workers N every worker keeps its own health checks and a new connection
-        goes to any of them: the view must then agree 8 x N times in a row."""
+    def add(self, args: Sequence[str] = ()) -> int:
+        """Start one more member (with a coordinator: it joins); its index."""
+        port = free_port()
+        self.urls.append(f"http://127.0.0.1:{port}")
+        node = self.member(len(self.nodes), port, (*self.args, *args)).start()
+        self.nodes.append(node)
+        self.clients.append(make_client(node.endpoint))
+        return len(self.nodes) - 1
+
+    def view(self, node: int) -> dict[str, Any]:
+        auth = {"Authorization": f"Bearer {self.status_token}"} if self.status_token else {}
+        answer = httpx.get(f"{self.nodes[node].endpoint}/_squall/cluster", headers=auth,
+                           timeout=10)
+        answer.raise_for_status()
+        ring: dict[str, Any] = answer.json()
+        return ring
+
+    def wait_members(self, members: list[int], *, seen_by: list[int] | None = None,
+                     timeout: float = 30.0) -> None:
+        """Wait until every member of ``seen_by`` (default: ``members``) has the ring of
+        exactly ``members`` (their hosts), has handed its keys over and serves."""
+        wanted = sorted(self.urls[i] for i in members)
         deadline = time.monotonic() + timeout
-        agreed, needed = 0, 1 if self.nodes[node].workers == 1 else 8 * self.nodes[node].workers
-        while agreed < needed:
-            view = httpx.get(f"{self.nodes[node].endpoint}/_squall/cluster").json()
-            seen = [m["health"] for m in view["members"]]
-            if seen == expected:
-                agreed += 1
-                continue
-            agreed = 0
-            assert time.monotonic() < deadline, seen
-            time.sleep(0.1)
+        for node in seen_by if seen_by is not None else members:
+            while True:
+                view = self.view(node)
+                hosts = sorted({m["url"] for m in view["members"]})
+                if hosts == wanted and view["serving"] and (
+                        view.get("handed_over") == view["revision"] or not self.coordinator):
+                    break
+                assert time.monotonic() < deadline, (node, view)
+                time.sleep(0.1)
 
-    def owner(self, bucket: str, key: str) -> int:
-        return owner_index(self.urls, bucket, key)
+    def _view(self, members: Sequence[int] | None = None) -> View:
+        hosts = [self.urls[i] for i in (members if members is not None
+                                         else range(len(self.urls)))]
+        ring = {m.name: m for h in hosts for m in
+                (Member.of(h, k, self.workers) for k in range(self.workers))}
+        return View(1, ring, next(iter(ring)))
 
-    def ring(self, member: int) -> Ring:
-        """The ring as member ``member`` has it (the hosts' workers, with --workers N)."""
-        workers = self.nodes[0].workers
-        return Ring.of_hosts(self.urls, member // workers, workers, member % workers)
+    def owner(self, bucket: str, key: str, members: Sequence[int] | None = None) -> int:
+        """The index of the member (host) owning ``key`` among ``members`` (default:
+        every member started)."""
+        owner = self._view(members).owner(bucket, key)
+        assert owner is not None
+        return self.urls.index(self._view(members).members[owner].host)
 
     def serving_member(self, host: int, bucket: str, key: str) -> int:
-        """The ring member on host ``host`` that serves ``key`` there."""
-        workers = self.nodes[0].workers
-        return host * workers + worker_index(workers, bucket, key)
+        """The worker of host ``host`` that serves ``key`` there."""
+        view = self._view()
+        name = next(n for n in view.preference(bucket, key)
+                    if view.members[n].host == self.urls[host])
+        return view.members[name].worker
 
-    def key_owned_by(self, node: int, bucket: str, prefix: str = "k") -> str:
-        return next(f"{prefix}-{i}" for i in range(1000)
-                    if self.owner(bucket, f"{prefix}-{i}") == node)
+    def key_owned_by(self, node: int, bucket: str, prefix: str = "k",
+                     members: Sequence[int] | None = None) -> str:
+        return next(f"{prefix}-{i}" for i in range(10_000)
+                    if self.owner(bucket, f"{prefix}-{i}", members) == node)
+
+    def sign(self, node: int, method: str, path: bytes, query: bytes, *,
+             worker: int = 0) -> str:
+        """A peer marker for a request to member ``node`` (its worker ``worker``), as
+        member 0 signs it under member ``node``'s current view."""
+        auth = PeerAuth(SECRET.encode(), member=member_id(self._name(0, 0)))
+        return auth.sign(method, path, query, member_id(self._name(node, worker)),
+                         str(self.view(node)["revision"] or ""))
+
+    def _name(self, node: int, worker: int) -> str:
+        return Member.of(self.urls[node], worker, self.workers).name
 
     def forwarded(self) -> float:
         """Requests the members have forwarded to an owner, in all."""
         total = 0.0
         auth = {"Authorization": f"Bearer {self.status_token}"} if self.status_token else {}
         for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                continue
             metrics = httpx.get(f"{node.endpoint}/_squall/metrics", headers=auth)
             metrics.raise_for_status()
             for line in metrics.text.splitlines():
@@ -114,8 +166,9 @@ class Cluster:
 
 
 @pytest.fixture(scope="package")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("cluster"), args=SLOW_BACKEND).start()
+def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: EtcdServer) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("cluster"), args=SLOW_BACKEND,
+                      coordinator=etcd.url).start()
     yield running
     running.stop()
 

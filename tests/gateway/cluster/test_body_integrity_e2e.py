@@ -13,18 +13,16 @@ import httpx
 import pytest
 
 from gateway.cluster.bodyseal import TAG_BYTES, body_key
-from gateway.cluster.peerauth import HEADER, PeerAuth
+from gateway.cluster.peerauth import HEADER
 from tests.gateway.cluster.conftest import SECRET, Cluster
 
 
 def _peer_put(cluster: Cluster, node: int, bucket: str, key: str, body: bytes,
               tamper: bool) -> httpx.Response:
-    ring = cluster.ring(0)
-    auth = PeerAuth(SECRET.encode(), ring_id=ring.id, self_index=0)
     path = b"/_squall/peer/object"
     query = urllib.parse.urlencode({"bucket": bucket, "key": key},
                                    quote_via=urllib.parse.quote).encode()
-    marker = auth.sign("PUT", path, query, cluster.serving_member(node, bucket, key))
+    marker = cluster.sign(node, "PUT", path, query)
     tag = hmac.new(body_key(SECRET.encode(), marker), body, hashlib.sha256).digest()
     sent = bytearray(body)
     if tamper:
@@ -55,15 +53,12 @@ def test_a_tampered_peer_body_is_refused(cluster: Cluster, cbucket: str,
 
 
 def test_a_peer_body_without_its_tag_is_refused(cluster: Cluster, cbucket: str) -> None:
-    ring = cluster.ring(0)
-    auth = PeerAuth(SECRET.encode(), ring_id=ring.id, self_index=0)
     key = cluster.key_owned_by(1, cbucket, prefix="untagged")
     path = b"/_squall/peer/object"
     query = urllib.parse.urlencode({"bucket": cbucket, "key": key}).encode()
-    target = cluster.serving_member(1, cbucket, key)
     answer = httpx.put(f"{cluster.urls[1]}{path.decode()}?{query.decode()}",
                        content=b"x" * (TAG_BYTES - 1),
-                       headers={HEADER: auth.sign("PUT", path, query, target)})
+                       headers={HEADER: cluster.sign(1, "PUT", path, query)})
     assert answer.status_code == 400
 
 

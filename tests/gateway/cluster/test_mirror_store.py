@@ -1,59 +1,80 @@
-"""The mirror store: copies, epochs and keys acted for belong to one member list."""
+"""The mirror store: durable copies, newest per key, dropped up to a version."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
 from pathlib import Path
 
 from backends.base import ObjectInfo
+from backends.streams import body_of
 from gateway.cluster.mirror_store import MirrorStore
 
-
-async def _body(data: bytes) -> AsyncIterator[bytes]:
-    yield data
+OWNER = "http://10.0.0.1:9000"
 
 
-async def _fill(store: MirrorStore) -> None:
-    info = ObjectInfo(bucket="b", key="k", size=3, etag="e" * 32, last_modified=0.0)
-    assert await store.put("b", "k", owner=1, epoch=4, seq=7, info=info, body=_body(b"abc"))
-    await store.raise_epoch(1, 4)
-    await store.note_acted(1, ("b", "other"))
+def _info(size: int) -> ObjectInfo:
+    return ObjectInfo(bucket="b", key="k", size=size, etag="e" * 32, last_modified=0.0)
 
 
-def test_copies_are_kept_across_a_restart_with_the_same_list(tmp_path: Path) -> None:
+async def _read(store: MirrorStore) -> bytes:
+    record = store.records[("b", "k")]
+    return b"".join([chunk async for chunk in store.read(record)])
+
+
+def test_copies_are_kept_across_a_restart_newest_first(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = MirrorStore(tmp_path)
-        await store.load("ring-a")
-        await _fill(store)
+        await store.load()
+        assert await store.put("b", "k", owner=OWNER, epoch=4, seq=7, info=_info(3),
+                               body=body_of(b"abc"))
+        # an older copy arriving late is read and discarded; a newer one replaces it
+        assert not await store.put("b", "k", owner=OWNER, epoch=3, seq=99, info=_info(3),
+                                   body=body_of(b"old"))
+        assert await store.put("b", "k", owner=OWNER, epoch=5, seq=1, info=_info(4),
+                               body=body_of(b"newr"))
         again = MirrorStore(tmp_path)
-        await again.load("ring-a")
-        assert set(again.records) == {("b", "k")} and again.epochs == {1: 4}
-        assert again.acted == {1: {("b", "other")}}
+        await again.load()
+        record = again.records[("b", "k")]
+        assert (record.owner, record.version) == (OWNER, (5, 1))
+        assert await _read(again) == b"newr"
+        assert again.held_for(OWNER) == [record] and again.held_for("other") == []
     asyncio.run(scenario())
 
 
-def test_a_new_member_list_drops_copies_epochs_and_keys_acted_for(tmp_path: Path) -> None:
+def test_drops_go_up_to_the_version_given(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = MirrorStore(tmp_path)
-        await store.load("ring-a")
-        await _fill(store)
-        again = MirrorStore(tmp_path)
-        await again.load("ring-b")  # node ids name other members now
-        assert again.records == {} and again.epochs == {} and again.acted == {}
+        await store.load()
+        await store.put("b", "k", owner=OWNER, epoch=4, seq=7, info=None, body=body_of(b""))
+        assert await store.drop([("b", "k", 4, 6)]) == 0  # an older write was flushed
+        assert await store.drop([("b", "k", 4, 7)]) == 1
+        assert store.records == {}
     asyncio.run(scenario())
     assert not list(tmp_path.glob("*.mir"))
-    assert (tmp_path / "epochs.json").exists()  # not a new data directory
 
 
-def test_clearing_without_a_new_list_keeps_the_epochs(tmp_path: Path) -> None:
+def test_files_of_another_format_are_dropped_at_start(tmp_path: Path) -> None:
+    old = {"v": 1, "bucket": "b", "key": "k", "owner": 1, "epoch": 4, "seq": 7, "info": None}
+    (tmp_path / "x.mir").write_text(json.dumps(old) + "\n")
+    (tmp_path / "epochs.json").write_text("{}")
+
     async def scenario() -> None:
         store = MirrorStore(tmp_path)
-        await store.load("ring-a")
-        await _fill(store)
+        await store.load()
+        assert store.records == {}
+    asyncio.run(scenario())
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_clear_drops_every_copy(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = MirrorStore(tmp_path)
+        await store.load()
+        await store.put("b", "k", owner=OWNER, epoch=1, seq=1, info=_info(3),
+                        body=body_of(b"abc"))
         assert await store.clear() == 1
-        assert store.records == {} and store.epochs == {1: 4}
         again = MirrorStore(tmp_path)
-        await again.load("ring-a")
-        assert again.records == {} and again.epochs == {1: 4}
+        await again.load()
+        assert again.records == {}
     asyncio.run(scenario())

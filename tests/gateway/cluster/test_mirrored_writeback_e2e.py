@@ -1,8 +1,9 @@
-"""Mirrored write-back (``--dirty-replicas``): the unflushed writes of a member that is
-killed and loses its data directory are served, taken over and flushed by the others;
-the member comes back empty and takes its keys back with what was written meanwhile.
-With ``--dirty-replicas 1`` a member's keys are unavailable while it is down, as before.
-Real members over one shared posix directory, a throttled backend (data stays dirty)."""
+"""Mirrored write-back (``--dirty-replicas``, default 2) in a cluster coordinated by a real
+etcd: the unflushed writes of a member that is killed and loses its data directory are
+served, taken over and flushed by the others once its lease has expired; the member
+comes back empty, joins again and gets its keys back with what was written meanwhile.
+With ``--dirty-replicas 1`` a member's keys wait for it while it is down. Real members
+over one shared posix directory, a throttled backend (data stays dirty)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import make_client
 from tests.gateway.cluster.conftest import Cluster
+from tests.support.etcd import EtcdServer
 from tests.support.server import run_sync
 
 BUCKET = "mirrored"
@@ -34,8 +36,8 @@ def _stop(cluster: Cluster) -> None:
 
 
 @pytest.fixture
-def mirrored(tmp_path: Path) -> Iterator[Cluster]:
-    running = Cluster(tmp_path, args=THROTTLED).start()
+def mirrored(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
+    running = Cluster(tmp_path, args=THROTTLED, coordinator=etcd.url).start()
     yield running
     _stop(running)
 
@@ -45,18 +47,13 @@ def _read(cluster: Cluster, node: int, key: str) -> bytes:
     return body
 
 
-def _wait_down(cluster: Cluster, victim: int) -> None:
-    for node in range(len(cluster.nodes)):
-        if node != victim:
-            expected = ["up"] * len(cluster.nodes)
-            expected[victim] = "down"
-            cluster.wait_health(node, expected)
+def _wait_gone(cluster: Cluster, victim: int) -> None:
+    """Until the others' ring lacks the victim (its lease expired) and they serve."""
+    cluster.wait_members([n for n in range(len(cluster.nodes)) if n != victim])
 
 
 def test_acknowledged_writes_survive_a_member_and_its_disk(mirrored: Cluster) -> None:
     cluster = mirrored
-    for node in range(3):  # a member not yet seen up keeps its keys for a while
-        cluster.wait_health(node, ["up"] * 3)
     s3 = cluster.clients
     s3[0].create_bucket(Bucket=BUCKET)
     written = {f"obj-{i:03d}": os.urandom(64 + i // 2) for i in range(200)}
@@ -75,17 +72,19 @@ def test_acknowledged_writes_survive_a_member_and_its_disk(mirrored: Cluster) ->
 
     cluster.nodes[victim].kill()
     shutil.rmtree(cluster.root / f"node{victim}")
-    _wait_down(cluster, victim)
     survivors = [n for n in range(3) if n != victim]
+    with pytest.raises(ClientError) as refused:  # until its lease expires
+        s3[survivors[0]].get_object(Bucket=BUCKET, Key=theirs[0])
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    assert "retry-after" in refused.value.response["ResponseMetadata"]["HTTPHeaders"]
+    _wait_gone(cluster, victim)
     for node in survivors:  # listings show the dead member's unflushed writes
         listed = s3[node].list_objects_v2(Bucket=BUCKET)["Contents"]
         assert {o["Key"]: o["Size"] for o in listed} == {k: len(b) for k, b in written.items()}
     for index, (key, body) in enumerate(written.items()):
         assert _read(cluster, survivors[index % 2], key) == body, key
-    assert any("takes over the keys" in cluster.nodes[n].log_path.read_text()
-               for n in survivors)
 
-    # writes of the dead member's keys go on (under a new epoch) through the others
+    # writes of the dead member's keys go on (under a newer revision) through the others
     rewritten = {key: b"rewritten " + key.encode() for key in theirs[:10]}
     for key, body in rewritten.items():
         s3[survivors[0]].put_object(Bucket=BUCKET, Key=key, Body=body)
@@ -93,12 +92,10 @@ def test_acknowledged_writes_survive_a_member_and_its_disk(mirrored: Cluster) ->
     expected = {**written, **rewritten}
     del expected[theirs[10]]
 
-    # the member comes back with an empty data directory and takes its keys back
+    # the member comes back with an empty data directory and gets its keys back
     cluster.nodes[victim].start()
     cluster.clients[victim] = make_client(cluster.nodes[victim].endpoint)
-    for node in survivors:
-        cluster.wait_health(node, ["up"] * 3)
-    assert "claimed this member's keys back" in cluster.nodes[victim].log_path.read_text()
+    cluster.wait_members([0, 1, 2])
     for index, (key, body) in enumerate(expected.items()):
         assert _read(cluster, index % 3, key) == body, key
     with pytest.raises(ClientError) as info:
@@ -126,11 +123,14 @@ def _settle_mirrors(cluster: Cluster, timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
-def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, args=(*THROTTLED, "--dirty-replicas", "1")).start()
+def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(
+        tmp_path: Path, etcd: EtcdServer) -> None:
+    """Without copies a member that acknowledged writes is *held*: when its lease ends
+    its keys wait for it (503 naming it) instead of moving; back with its data directory,
+    it serves them as they were."""
+    cluster = Cluster(tmp_path, args=(*THROTTLED, "--dirty-replicas", "1"),
+                      coordinator=etcd.url).start()
     try:
-        for node in range(3):
-            cluster.wait_health(node, ["up"] * 3)
         s3 = cluster.clients
         s3[0].create_bucket(Bucket=BUCKET)
         key = cluster.key_owned_by(2, BUCKET)
@@ -138,21 +138,29 @@ def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(tmp_path: Path)
         assert not list((tmp_path / "node0").glob(MIRROR_COPIES))
         assert not list((tmp_path / "node1").glob(MIRROR_COPIES))
         cluster.nodes[2].kill()
-        _wait_down(cluster, 2)
-        with pytest.raises(ClientError) as info:
-            s3[0].get_object(Bucket=BUCKET, Key=key)
-        assert info.value.response["Error"]["Code"] == "ServiceUnavailable"
+        deadline = time.monotonic() + 20
+        while not any(m["state"] == "held" for m in cluster.view(0)["members"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        for node in (0, 1):
+            with pytest.raises(ClientError) as info:
+                s3[node].get_object(Bucket=BUCKET, Key=key)
+            assert info.value.response["Error"]["Code"] == "ServiceUnavailable"
+            assert cluster.urls[2] in info.value.response["Error"]["Message"]
+        cluster.nodes[2].start()
+        cluster.wait_members([0, 1, 2])
+        for node in range(3):
+            assert _read(cluster, node, key) == b"only on its owner"
     finally:
         _stop(cluster)
 
 
 def test_a_returning_owner_does_not_resurrect_what_others_wrote(mirrored: Cluster) -> None:
-    """Killed with its disk kept: while it is down its keys are rewritten elsewhere
-    (new epoch); back, it drops its older unflushed records of them, serves the newer
-    state, and the backend ends with it."""
+    """Killed with its disk kept: once its lease has expired its keys are rewritten
+    elsewhere (a newer revision); back, it drops its older unflushed records (the others
+    hold its keys' newest states), gets the newer state handed over, and the backend
+    ends with it."""
     cluster = mirrored
-    for node in range(3):
-        cluster.wait_health(node, ["up"] * 3)
     s3 = cluster.clients
     s3[0].create_bucket(Bucket=BUCKET)
     changed, kept = (cluster.key_owned_by(1, BUCKET, prefix=p) for p in ("changed", "kept"))
@@ -164,14 +172,14 @@ def test_a_returning_owner_does_not_resurrect_what_others_wrote(mirrored: Cluste
     # may be flushed already by another worker than the one flushing the 16 KiB)
     assert cluster.status(1)["dirty_objects"] >= (2 if cluster.nodes[1].workers == 1 else 1)
     cluster.nodes[1].kill()
-    _wait_down(cluster, 1)
+    _wait_gone(cluster, 1)
     s3[2].put_object(Bucket=BUCKET, Key=changed, Body=b"new")
     assert _read(cluster, 0, changed) == b"new"
 
     cluster.nodes[1].start()
     cluster.clients[1] = make_client(cluster.nodes[1].endpoint)
-    for node in (0, 2):
-        cluster.wait_health(node, ["up"] * 3)
+    cluster.wait_members([0, 1, 2])
+    assert "starts anew in the cluster" in cluster.nodes[1].log_path.read_text()
     for node in range(3):
         assert _read(cluster, node, changed) == b"new"
         assert _read(cluster, node, kept) == b"kept"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cluster.coordinator.settings import coordinator_settings
 from gateway.cluster.settings import cluster_settings, find_self
 from gateway.settings import load_settings
 from gateway.settings_sources import SettingsError
@@ -70,6 +71,68 @@ def test_node_found_by_host_name() -> None:
         find_self(["http://127.0.0.1:1", "http://127.0.0.1:2"], ["127"])
 
 
+def test_dirty_replicas_need_a_coordinator() -> None:
+    members = PEERS.split(",")
+    made = cluster_settings(members, 0, SECRET)
+    assert made is not None and made.dirty_replicas == 1
+    with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --coordinator"):
+        cluster_settings(members, 0, SECRET, dirty_replicas=2)
+    with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --coordinator"):
+        cluster_settings([], None, None, dirty_replicas=2)
+    coordinator = coordinator_settings("etcd://10.0.0.1:2379")
+    made = cluster_settings([], None, SECRET, coordinator=coordinator,
+                            advertise_url="http://10.0.0.5:9000")
+    assert made is not None and made.dirty_replicas == 2 and made.ring is None
+    assert made.name == "http://10.0.0.5:9000"
+    three = cluster_settings([], None, SECRET, coordinator=coordinator, dirty_replicas=3,
+                             advertise_url="http://10.0.0.5:9000", host_worker=(1, 2))
+    assert three is not None and three.dirty_replicas == 3
+    assert three.name == "http://10.0.0.5:9000/worker-1"
+    assert load_settings(dirty_replicas=1).dirty_replicas == 1
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"secret": None}, "--cluster-secret (SQUALL_CLUSTER_SECRET) is required with"),
+    ({"peers": ["http://a:1"]}, "give --coordinator (etcd) or a fixed --peers list, not both"),
+    ({"advertise_url": None}, "--advertise-url URL"),
+])
+def test_inconsistent_coordinated_settings(kwargs: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {"peers": [], "node_id": None, "secret": SECRET,
+                                    "advertise_url": "http://10.0.0.5:9000", **kwargs}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cluster_settings(arguments.pop("peers"), arguments.pop("node_id"),  # type: ignore[arg-type]
+                         arguments.pop("secret"),  # type: ignore[arg-type]
+                         coordinator=coordinator_settings("etcd://10.0.0.1"),
+                         **arguments)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("url,message", [
+    ("http://10.0.0.1:2379", "must look like etcd://HOST:PORT"),
+    ("etcd://", "names no endpoint"),
+    ("etcd://10.0.0.1:x", "bad port"),
+    ("etcd://10.0.0.1/path", "is not HOST:PORT"),
+])
+def test_bad_coordinator_urls(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        coordinator_settings(url)
+
+
+def test_coordinator_settings() -> None:
+    made = coordinator_settings("etcds://a:1,b, c:3", lease_ttl_s=9, user="u", password="p")
+    assert made.endpoints == (("a", 1), ("b", 2379), ("c", 3)) and made.tls
+    assert made.url == "etcds://a:1,b:2379,c:3" and made.lease_ttl_s == 9
+    with pytest.raises(ValueError, match="--etcd-user and --etcd-password go together"):
+        coordinator_settings("etcd://a", user="u")
+    with pytest.raises(ValueError, match="--lease-ttl must be between 2 and 300"):
+        coordinator_settings("etcd://a", lease_ttl_s=1)
+    settings = load_settings(coordinator="etcd://10.0.0.1:2379", listen="10.0.0.7:9001",
+                             cluster_secret=SECRET)
+    assert settings.advertised_url() == "http://10.0.0.7:9001"
+    assert load_settings(listen="0.0.0.0:9000").advertised_url() is None
+    clustering = settings.clustering()
+    assert clustering is not None and clustering.name == "http://10.0.0.7:9001"
+
+
 def test_cli_errors(tmp_path: Path) -> None:
     result = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--peers", PEERS,
                      "--node-id", "0")
@@ -79,37 +142,8 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert result.returncode == 2 and "pass --node-id K" in result.stderr
     result = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--peers", "nonsense")
     assert result.returncode == 2 and "squall: --peers: " in result.stderr
-
-
-def test_dirty_replicas_default_and_bounds() -> None:
-    members = PEERS.split(",")
-    made = cluster_settings(members, 0, SECRET)
-    assert made is not None and made.dirty_replicas == 2
-    solo = cluster_settings(members[:1], 0, None)
-    assert solo is not None and solo.dirty_replicas == 1
-    three = cluster_settings(members, 0, SECRET, dirty_replicas=3)
-    assert three is not None and three.dirty_replicas == 3
-    for bad in (0, 4):
-        with pytest.raises(ValueError, match="--dirty-replicas must be between 1 and"):
-            cluster_settings(members, 0, SECRET, dirty_replicas=bad)
-    with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --peers"):
-        cluster_settings([], None, None, dirty_replicas=2)
-    assert load_settings(dirty_replicas=1).dirty_replicas == 1
-
-
-def test_a_member_file_lists_the_members(tmp_path: Path) -> None:
-    members = tmp_path / "members"
-    members.write_text("# the StatefulSet's pods\nhttp://A:1, http://b:1\n\nhttp://c:1 # new\n")
-    settings = cluster_settings([], 2, SECRET, peers_file=members)
-    assert settings is not None and settings.peers_file == members
-    assert settings.ring.members == ("http://a:1", "http://b:1", "http://c:1")
-    with pytest.raises(ValueError, match="give --peers or --peers-file, not both"):
-        cluster_settings(["http://a:1"], 0, SECRET, peers_file=members)
-    with pytest.raises(ValueError, match="No such file"):
-        cluster_settings([], 0, SECRET, peers_file=tmp_path / "missing")
-    members.write_text("http://a:1\n")  # one pod: copies once a second member joins
-    alone = cluster_settings([], 0, SECRET, peers_file=members)
-    assert alone is not None and alone.dirty_replicas == 2
-    members.write_text("# nobody yet\n")
-    with pytest.raises(ValueError, match="lists no member"):
-        cluster_settings([], 0, SECRET, peers_file=members)
+    result = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--coordinator",
+                     "etcd://127.0.0.1:1", "--listen", "0.0.0.0:9000")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    result = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--coordinator", "nonsense")
+    assert result.returncode == 2 and "must look like etcd://HOST:PORT" in result.stderr

@@ -11,12 +11,12 @@ import httpx
 import pytest
 
 from gateway.cluster.ring import owner_index
-from gateway.workers.plan import member_url
+from gateway.workers.host import single_host
 from tests.conftest import make_client
 from tests.support.server import SquallProcess
 
 WORKERS = 2
-MEMBERS = [member_url(k) for k in range(WORKERS)]
+MEMBERS = [single_host(k) for k in range(WORKERS)]
 # The backend takes one byte per second: writes stay unflushed in their owner's cache,
 # so reads and listings prove the workers, not the backend.
 SLOW_BACKEND = ("--backend-bandwidth", "2B/s", "--inactivity-delay", "3600",

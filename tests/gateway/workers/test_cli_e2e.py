@@ -46,13 +46,13 @@ def test_bad_worker_count_in_the_environment(tmp_path: Path) -> None:
             "not '0'") in result.stderr
 
 
-def test_workers_with_a_member_file_is_refused(tmp_path: Path) -> None:
-    members = tmp_path / "members.txt"
-    members.write_text("http://a:9000\nhttp://b:9000\n")
-    result = _serve(tmp_path, "--workers", "2", "--peers-file", str(members),
-                    "--node-id", "0", env={"SQUALL_CLUSTER_SECRET": "x" * 20})
-    assert result.returncode == 2
-    assert "--workers N cannot be combined with --peers-file or --join" in result.stderr
+def test_workers_of_a_coordinated_member_need_the_cluster_secret(tmp_path: Path) -> None:
+    """Every worker is a member: a secret the supervisor would make up would differ from
+    the other hosts' (and from an etcd the members share)."""
+    result = _serve(tmp_path, "--workers", "2", "--coordinator", "etcd://127.0.0.1:1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--cluster-secret (SQUALL_CLUSTER_SECRET) is required with --coordinator" in \
+        result.stderr
 
 
 def test_port_in_use(tmp_path: Path) -> None:

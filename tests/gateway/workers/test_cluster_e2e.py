@@ -1,6 +1,8 @@
-"""A cluster of hosts that each run ``--workers 2``: two real members on loopback ports,
-each a parent and two worker processes, over one shared posix backend whose throttle
-keeps every write unflushed (reads prove the owners and their copies, not the backend).
+"""A cluster of hosts that each run ``--workers 2``, coordinated by a real etcd: two real
+members on loopback ports, each a parent and two worker processes (each worker a member
+with a lease of its own), over one shared posix backend whose throttle keeps every write
+unflushed (reads prove the owners and their copies, not the backend). Hosts of workers
+join and leave while the others run.
 """
 
 from __future__ import annotations
@@ -22,23 +24,20 @@ from botocore.exceptions import ClientError
 from gateway.cluster.client import fetch_ring, owner_url, route_to_owners
 from tests.conftest import make_client
 from tests.gateway.cluster.conftest import Cluster
+from tests.support.etcd import EtcdServer
 from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 BUCKET = "hosts-of-workers"
-THROTTLED = ("--workers", "2", "--backend-bandwidth", "1B/s", "--inactivity-delay", "3600",
+THROTTLED = ("--backend-bandwidth", "1B/s", "--inactivity-delay", "3600",
              "--cache-admission", "cache")
 
 
-def _wait_up(cluster: Cluster) -> None:
-    for node in range(len(cluster.nodes)):
-        cluster.wait_health(node, ["up"] * len(cluster.nodes))
-
-
 @pytest.fixture
-def hosts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+def hosts(request: pytest.FixtureRequest, tmp_path: Path, etcd: EtcdServer
+          ) -> Iterator[Cluster]:
     extra = getattr(request, "param", ())
-    running = Cluster(tmp_path, size=2, args=(*THROTTLED, *extra)).start()
-    _wait_up(running)
+    running = Cluster(tmp_path, size=2, args=(*THROTTLED, *extra), coordinator=etcd.url,
+                      workers=2).start()
     running.clients[0].create_bucket(Bucket=BUCKET)
     yield running
     for node in running.nodes:
@@ -65,8 +64,8 @@ def _write(cluster: Cluster, count: int, tag: bytes) -> dict[str, bytes]:
 
 
 def _get(s3: Any, key: str, timeout: float = 30.0) -> bytes:
-    """The object's body; a 503 (its owner died: until the others find it down, or it
-    is back) is tried again, as S3 clients do."""
+    """The object's body; a 503 (its owner died: until its lease expires, or it is back)
+    is tried again, as S3 clients do."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -110,9 +109,10 @@ def test_clients_see_the_hosts_and_route_to_them(hosts: Cluster) -> None:
     """The ring view names the hosts (a client finds a key's host, which passes the
     request to the key's worker there): routed requests are never forwarded."""
     ring = fetch_ring(hosts.nodes[1].endpoint)
-    assert [m["url"] for m in ring["members"]] == hosts.urls
-    assert ring["node_id"] == 1 and ring["workers"] == 2
-    assert [m["workers"] for m in ring["members"]] == [["up", "up"]] * 2
+    assert sorted(m["url"] for m in ring["members"]) == sorted(hosts.urls * 2)
+    assert {(m["url"], m["worker"], m["workers"]) for m in ring["members"]} == {
+        (url, k, 2) for url in hosts.urls for k in range(2)}
+    assert ring["self"] in {f"{hosts.urls[1]}/worker-{k}" for k in range(2)}
     for key in ("a", "b/c", "d e"):
         assert owner_url(ring, BUCKET, key) == hosts.urls[hosts.owner(BUCKET, key)]
     s3 = make_client(hosts.nodes[0].endpoint)
@@ -135,21 +135,29 @@ def test_kill_9_of_a_worker_then_of_a_host_loses_no_acknowledged_write(
 
     rewritten = {**written, **_write(hosts, 40, b"after ")}
     hosts.nodes[1].kill()  # the whole host: its parent, and with it both workers
-    hosts.wait_health(0, ["up", "down"])
+    hosts.wait_members([0])
     _read_all(hosts, 0, rewritten)
     hosts.nodes[1].start()
     hosts.clients[1] = make_client(hosts.nodes[1].endpoint)
-    _wait_up(hosts)
+    hosts.wait_members([0, 1])
     _read_all(hosts, 1, rewritten)
 
 
-def test_members_of_workers_are_not_changed_live(hosts: Cluster) -> None:
+def test_a_host_of_workers_joins_and_leaves_live(hosts: Cluster) -> None:
+    written = _write(hosts, 60, b"three ")
+    third = hosts.add()  # it registers its workers: keys move to them, nothing stops
+    hosts.wait_members([0, 1, 2])
+    assert all(w["dirty_objects"] >= 0 for w in _workers(hosts, third))
+    for node in range(3):
+        _read_all(hosts, node, written)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "AWS_"))}
     env.update(SQUALL_ACCESS_KEY=ACCESS_KEY, SQUALL_SECRET_KEY=SECRET_KEY)
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "cluster", "add", "http://127.0.0.1:1",
-         "--endpoint", hosts.nodes[0].endpoint], capture_output=True, text=True,
-        timeout=60, check=False, env=env)
-    assert result.returncode == 1
-    assert "members that run --workers N are not added or removed live" in result.stderr
-    assert fetch_ring(hosts.nodes[0].endpoint)["membership_version"] == 0
+        [sys.executable, "-m", "gateway.cli", "cluster", "leave", "--endpoint",
+         hosts.nodes[0].endpoint], capture_output=True, text=True, timeout=120,
+        check=False, env=env)
+    assert result.returncode == 0, result.stderr
+    hosts.wait_members([1, 2])  # host 0's workers handed their writes over and left
+    for node in (1, 2):
+        _read_all(hosts, node, written)
+    _read_all(hosts, 0, written)  # the host that left forwards what it is sent

@@ -50,8 +50,6 @@ def test_workers_of_a_cluster_keep_its_settings(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"peers_file": "members.txt"}, "cannot be combined with --peers-file or --join"),
-    ({"peers": "http://a:1,http://b:1", "join": "true"}, "--peers-file or --join"),
     ({"node_id": "1"}, "--node-id needs --peers"),
     ({"backend": "blobseer_like:/a,/b"}, "one process at a time"),
 ])
@@ -121,7 +119,6 @@ def test_auto_is_the_default_and_resolves_to_a_count(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overrides", [
-    {"peers_file": "members.txt"},
     {"backend": "blobseer_like:/a,/b"},
 ])
 def test_auto_is_one_process_where_workers_cannot_run(tmp_path: Path,
@@ -159,3 +156,12 @@ def test_auto_keeps_a_count_whose_caches_hold_writes(tmp_path: Path) -> None:
 def test_auto_changes_the_count_of_clean_caches(tmp_path: Path) -> None:
     Index(tmp_path / "index").close()  # a clean one-process cache
     assert layout.count_for_auto(tmp_path, 3) == 3
+
+
+def test_auto_is_one_process_for_cluster_members(tmp_path: Path) -> None:
+    """Members agree on the count: it is chosen (--workers N), not guessed per machine."""
+    for overrides in ({"coordinator": "etcd://10.0.0.1:2379"},
+                      {"peers": "http://a:1,http://b:1", "node_id": "0"}):
+        settings = load_settings(data_dir=tmp_path, **overrides)
+        assert settings.workers_auto and settings.workers == 1
+        assert settings.workers_refusal() is None

@@ -1,5 +1,6 @@
 """The write guard, and ObjectService.expire_object: an expiration never deletes a version
-written after it decided, nor one being written."""
+written after it decided, nor one being written; a hand-over waits for the writes under
+way and holds the next ones back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from backends.base import ObjectMeta
 from backends.posix import PosixBackend
-from gateway.lifecycle.guard import WriteGuard
+from gateway.cache.keyguard import WriteGuard
 from gateway.service import ObjectService
 from gateway.versioning import VersioningStatus
 from tests.backends.conformance import body_of, read_all
@@ -42,6 +43,40 @@ async def test_writes_wait_for_an_expiration_in_progress() -> None:
         order.append("expired")
     await task
     assert order == ["expired", "write"]
+    assert len(guard) == 0
+
+
+async def test_an_exclusive_hold_waits_for_writes_and_holds_the_next_back() -> None:
+    guard = WriteGuard()
+    order: list[str] = []
+    first_in = asyncio.Event()
+    release_first = asyncio.Event()
+
+    async def first() -> None:
+        async with guard.writing("k"):
+            first_in.set()
+            await release_first.wait()
+            order.append("first write")
+
+    async def later() -> None:
+        async with guard.writing("k"):
+            order.append("later write")
+
+    async def hand_over() -> None:
+        async with guard.exclusive("k"):
+            order.append("handed over")
+            await asyncio.sleep(0.01)
+
+    writing = asyncio.create_task(first())
+    await first_in.wait()
+    moving = asyncio.create_task(hand_over())
+    await asyncio.sleep(0.01)
+    held = asyncio.create_task(later())
+    await asyncio.sleep(0.01)
+    assert order == []  # the hand-over waits for the write under way
+    release_first.set()
+    await asyncio.gather(writing, moving, held)
+    assert order == ["first write", "handed over", "later write"]
     assert len(guard) == 0
 
 
