@@ -79,6 +79,8 @@ async def create_bucket(req: S3Request) -> Response:
     document = await req.read_document()
     if document.strip():
         parse(document, "CreateBucketConfiguration")  # validates; any region is served here
+    if await acl.recreation_changes_acl(req):
+        raise BucketAlreadyOwnedByYou(req.bucket)
     acl.check_bucket_acl_headers(req)
     try:
         await req.service.create_bucket(req.bucket)
