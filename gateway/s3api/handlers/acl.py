@@ -125,7 +125,7 @@ async def create_bucket_access(req: S3Request) -> None:
     except ValueError:
         raise InvalidArgument(f"Invalid x-amz-object-ownership header: {raw}") from None
     owner = _writer(req)
-    settings = new_bucket(owner, ownership)
+    settings = new_bucket(owner, ownership, access.new_buckets)
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=access.known)
     if acl is not None:
         if not settings.acls_enabled and grants_beyond(acl, req.headers):
@@ -140,7 +140,7 @@ def check_bucket_acl_headers(req: S3Request) -> None:
         return
     owner = _writer(req)
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=req.access.known)
-    raw = req.headers.get(OWNERSHIP_HEADER, Ownership.BUCKET_OWNER_ENFORCED.value).strip()
+    raw = req.headers.get(OWNERSHIP_HEADER, req.access.new_buckets.ownership.value).strip()
     if acl is not None and raw == Ownership.BUCKET_OWNER_ENFORCED.value and \
             grants_beyond(acl, req.headers):
         raise InvalidBucketAclWithObjectOwnership()
