@@ -24,6 +24,20 @@ PART_LAYOUT = "squall-parts"
 MAX_LAYOUT_CHARS = 1024
 
 
+def last_of_repeats(requested: Sequence[CompletedPart]) -> list[CompletedPart]:
+    """``requested`` with a part number listed several times in a row kept once, as its
+    last entry: a client that uploaded a part again (a retry, or two uploads of it racing)
+    may list each answer, and the part is the upload that finished last, whose ETag it
+    learned last. Repeats that are not next to each other stay (InvalidPartOrder)."""
+    kept: list[CompletedPart] = []
+    for part in requested:
+        if kept and kept[-1].part_number == part.part_number:
+            kept[-1] = part
+        else:
+            kept.append(part)
+    return kept
+
+
 def check_completion(requested: Sequence[CompletedPart], stored: Sequence[PartInfo], *,
                      min_part_size: int = MIN_PART_SIZE) -> list[PartInfo]:
     """The stored parts a CompleteMultipartUpload names, in order, as S3 validates them.

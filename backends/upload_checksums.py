@@ -187,8 +187,10 @@ def check_object_checksum(spec: UploadChecksum | None, computed: tuple[str, str]
                           expected: tuple[str, str] | None,
                           requested_type: str | None) -> None:
     """The object-level checks of a CompleteMultipartUpload: ``x-amz-checksum-type`` must be
-    the upload's type (InvalidRequest), a full-object checksum header must be of the
-    upload's algorithm and, for a FULL_OBJECT upload, equal the computed one (BadDigest)."""
+    the upload's type (InvalidRequest); an object checksum header must be of the upload's
+    algorithm and equal the computed checksum (BadDigest): for a FULL_OBJECT upload the
+    checksum of the whole object, for a COMPOSITE one the checksum of the parts'
+    checksums, with or without its ``-N`` (a client computes it as S3 does)."""
     if spec is None:
         return
     if requested_type is not None and requested_type != spec.type:
@@ -197,7 +199,9 @@ def check_object_checksum(spec: UploadChecksum | None, computed: tuple[str, str]
             "request must use the same checksum mode.")
     if expected is None:
         return
-    if expected[0] != spec.algorithm or (spec.type == FULL_OBJECT and computed is not None
-                                         and expected[1].strip() != computed[1]):
+    value = expected[1].strip()
+    if computed is not None and spec.type == COMPOSITE and "-" not in value:
+        value = f"{value}-{computed[1].rpartition('-')[2]}"
+    if expected[0] != spec.algorithm or (computed is not None and value != computed[1]):
         raise BadDigest(f"The {spec.algorithm.lower()} you specified did not match the "
                         "calculated checksum.")

@@ -18,6 +18,7 @@ from backends.base import ElasticBackend
 from backends.errors import ServiceUnavailable, StorageError
 from gateway import admin_errors
 from gateway.auth import admin
+from gateway.auth.bucket_access import NewBucketDefaults
 from gateway.auth.status import StatusGate, StatusGuard
 from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
@@ -117,7 +118,10 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     endpoint = S3Endpoint(components.service, secret_for=users.secret_for,
                           user_for=users.user_for, users=users, domain=settings.domain,
                           metrics=components.metrics, sigv2=settings.sigv2,
-                          region=settings.region, qos_gates=components.qos.gates)
+                          region=settings.region, qos_gates=components.qos.gates,
+                          new_buckets=NewBucketDefaults.from_settings(
+                              settings.default_object_ownership,
+                              settings.default_public_access_block))
 
     def access_key(scope: Scope) -> str:
         return endpoint.authenticate(scope).access_key

@@ -43,7 +43,7 @@ from backends.errors import (
 )
 from backends.keys import INTERNAL_PREFIX as INTERNAL
 from backends.keys import check_key as backends_check_key
-from backends.multipart import PART_LAYOUT, check_completion
+from backends.multipart import PART_LAYOUT, check_completion, last_of_repeats
 from backends.upload_checksums import (
     UploadChecksum,
     check_object_checksum,
@@ -621,6 +621,7 @@ class ObjectService:
         the client expects) and the part checksums named in ``parts`` are checked against
         the upload's declared checksum before anything is committed."""
         multipart = self._multipart()
+        parts = last_of_repeats(parts)
         declared = await self.upload_checksum(bucket, key, upload_id)
         if declared is not None:
             check_object_checksum(declared, None, None, checksum_type)

@@ -322,6 +322,17 @@ class AccessSection(Section):
                           "flags show in ps)")
     users_file: Path | None = Field(None, description="the users and their keys "
                                                       "(default <data-dir>/users.json)")
+    default_object_ownership: Literal["BucketOwnerEnforced", "BucketOwnerPreferred",
+                                      "ObjectWriter"] = Field(
+        "BucketOwnerEnforced",
+        description="Object Ownership of a bucket created without x-amz-object-ownership: "
+                    "BucketOwnerEnforced disables ACLs, as S3 since April 2023; "
+                    "ObjectWriter or BucketOwnerPreferred for software that sets ACLs")
+    default_public_access_block: Literal["auto", "all", "none"] = Field(
+        "auto",
+        description="public access block of a new bucket: all four settings on, none, or "
+                    "auto: all with BucketOwnerEnforced, none with ACLs enabled (as S3 "
+                    "buckets made before 2023)")
 
     @field_validator("secret_key", "status_token")
     @classmethod

@@ -20,7 +20,7 @@ from backends.errors import NoSuchKey, NoSuchVersion, StorageError
 from gateway.auth import bucket_access
 from gateway.auth.acl import ACL_METADATA, Acl, private
 from gateway.auth.actions import ACTIONS, Permission, Scope
-from gateway.auth.bucket_access import DOCUMENT, BucketAccess
+from gateway.auth.bucket_access import DOCUMENT, S3_DEFAULTS, BucketAccess, NewBucketDefaults
 from gateway.auth.owners import ListingOwners
 from gateway.auth.policy import BucketPolicy, Decision, PolicyRequest, bucket_policy
 from gateway.bucket_config import BucketConfigs
@@ -35,9 +35,12 @@ _COPIES = frozenset({"CopyObject", "UploadPartCopy"})
 class AccessControl:
     """Owners, ACLs and policies of the buckets ``service`` serves, for ``users``."""
 
-    def __init__(self, service: ObjectService, users: UserDirectory) -> None:
+    def __init__(self, service: ObjectService, users: UserDirectory, *,
+                 new_buckets: NewBucketDefaults = S3_DEFAULTS) -> None:
         self._service = service
         self._users = users
+        #: what a new bucket gets when its CreateBucket does not choose
+        self.new_buckets = new_buckets
         # One lock per bucket whose access document is being changed (dropped when unused).
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = \
             weakref.WeakValueDictionary()

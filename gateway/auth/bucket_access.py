@@ -81,11 +81,38 @@ class BucketAccess:
                    None if pab is None else PublicAccessBlock(*(bool(v) for v in pab)))
 
 
-def new_bucket(owner: str, ownership: Ownership | None) -> BucketAccess:
-    """What a bucket created now gets: S3's defaults since April 2023 (ACLs disabled, every
-    public access block setting on) unless the request chose an ownership setting."""
-    return BucketAccess(private(owner), ownership or Ownership.BUCKET_OWNER_ENFORCED,
-                        BLOCK_ALL)
+@dataclass(frozen=True, slots=True)
+class NewBucketDefaults:
+    """What a new bucket gets when its CreateBucket does not choose: the Object Ownership
+    (settings ``default_object_ownership``) and the public access block
+    (``default_public_access_block``). The default is S3's since April 2023: ACLs
+    disabled, every public access block setting on."""
+
+    ownership: Ownership = Ownership.BUCKET_OWNER_ENFORCED
+    public_access_block: PublicAccessBlock | None = BLOCK_ALL
+
+    @classmethod
+    def from_settings(cls, ownership: str, public_access_block: str) -> NewBucketDefaults:
+        """``ownership``: an :class:`Ownership` value; ``public_access_block``: ``all``,
+        ``none`` or ``auto`` (all with BucketOwnerEnforced; none with ACLs enabled, as
+        buckets made before 2023 had)."""
+        chosen = Ownership(ownership)
+        block = public_access_block == "all" or (
+            public_access_block == "auto" and chosen is Ownership.BUCKET_OWNER_ENFORCED)
+        return cls(chosen, BLOCK_ALL if block else None)
+
+
+#: S3's defaults since April 2023 (the gateway's unless its settings choose others)
+S3_DEFAULTS = NewBucketDefaults()
+
+
+def new_bucket(owner: str, ownership: Ownership | None,
+               defaults: NewBucketDefaults = S3_DEFAULTS) -> BucketAccess:
+    """What a bucket created now gets: ``defaults`` (S3's since April 2023 unless the
+    gateway's settings say otherwise), with the ownership setting the request chose, if
+    any."""
+    return BucketAccess(private(owner), ownership or defaults.ownership,
+                        defaults.public_access_block)
 
 
 async def load(configs: BucketConfigs, bucket: str, admin_id: str) -> BucketAccess:

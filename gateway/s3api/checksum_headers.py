@@ -12,6 +12,7 @@ from xml.etree.ElementTree import Element
 
 from backends.base import CHECKSUM_ALGORITHMS, ObjectInfo
 from backends.checksums import algorithm_from_header_name, decode_value
+from backends.multipart import MAX_PART_NUMBER
 from backends.upload_checksums import (
     CHECKSUM_TYPES,
     UploadChecksum,
@@ -66,7 +67,10 @@ def upload_headers(spec: UploadChecksum | None) -> dict[str, str]:
 
 
 def object_checksum(headers: Mapping[str, str]) -> tuple[str, str] | None:
-    """The full-object ``x-amz-checksum-<alg>`` header of a CompleteMultipartUpload."""
+    """The object's ``x-amz-checksum-<alg>`` header of a CompleteMultipartUpload: a
+    checksum value, or for a composite one the value the client computed over the parts'
+    checksums, with or without S3's ``-N`` suffix. A value of another form is
+    InvalidRequest (one of the right form that does not match is BadDigest, later)."""
     found = [(algorithm, name, value) for name, value in headers.items()
              if (algorithm := algorithm_from_header_name(name)) is not None]
     if not found:
@@ -74,9 +78,16 @@ def object_checksum(headers: Mapping[str, str]) -> tuple[str, str] | None:
     if len(found) > 1:
         raise InvalidRequest(_MULTIPLE)
     algorithm, name, value = found[0]
-    if decode_value(algorithm, value) is None:
+    value = value.strip()
+    digest, dash, count = value.rpartition("-")
+    if not dash:
+        digest = value
+    elif not (count.isascii() and count.isdigit() and 1 <= int(count) <= MAX_PART_NUMBER
+              and len(count) <= 5):
         raise InvalidRequest(f"Value for {name} header is invalid.")
-    return algorithm, value.strip()
+    if decode_value(algorithm, digest) is None:
+        raise InvalidRequest(f"Value for {name} header is invalid.")
+    return algorithm, value
 
 
 def without_checksum_headers(headers: Mapping[str, str]) -> dict[str, str]:

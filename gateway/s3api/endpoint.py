@@ -16,6 +16,7 @@ from starlette.types import Scope
 
 from backends.errors import StorageError
 from gateway.auth.access import AccessControl, request_origin
+from gateway.auth.bucket_access import S3_DEFAULTS, NewBucketDefaults
 from gateway.metrics import Metrics
 from gateway.qos.gate import ClassGate
 from gateway.qos.model import user_class
@@ -139,10 +140,12 @@ class S3Endpoint:
                  user_for: Callable[[str], User | None] | None = None, sigv2: bool = True,
                  region: str = "us-east-1",
                  qos_gates: Mapping[str, ClassGate] | None = None,
-                 users: UserDirectory | None = None) -> None:
+                 users: UserDirectory | None = None,
+                 new_buckets: NewBucketDefaults = S3_DEFAULTS) -> None:
         self._service = service
         # Owners, ACLs and policies are enforced when the endpoint knows the users.
-        self._access = AccessControl(service, users) if users is not None else None
+        self._access = AccessControl(service, users, new_buckets=new_buckets) \
+            if users is not None else None
         # QoS classes by bucket (docs/qos.md), kept current by their controller: a bucket
         # without a class costs one dict lookup per request.
         self._qos_gates: Mapping[str, ClassGate] = qos_gates if qos_gates is not None else {}

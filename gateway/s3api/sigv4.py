@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_to_bytes
 
-from backends.numbers import natural
+from backends.numbers import integer
 from gateway.s3api.errors import (
     AccessDenied,
     AuthorizationHeaderMalformed,
@@ -235,9 +235,11 @@ def _authenticate_query(method: str, raw_path: str, pairs: list[_Param],
     when = _parse_amz_date(amz_date)
     if when is None:
         raise err("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
-    expires = natural(params["X-Amz-Expires"])
+    expires = integer(params["X-Amz-Expires"])
     if expires is None:
         raise err("X-Amz-Expires should be a number")
+    if expires < 0:  # a URL that expired before it was made (S3: 403 AccessDenied)
+        raise ExpiredPresignedRequest("Request has expired")
     if expires > MAX_PRESIGN_EXPIRES:
         raise err("X-Amz-Expires must be less than a week (in seconds) that is; 604800")
     if expires < 1:

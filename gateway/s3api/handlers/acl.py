@@ -10,6 +10,7 @@ from dataclasses import replace
 from starlette.responses import Response
 
 from backends.base import ObjectMeta
+from backends.errors import NoSuchBucket
 from gateway.auth.access import AccessControl
 from gateway.auth.acl import (
     ACL_METADATA,
@@ -33,6 +34,7 @@ from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
     AccessControlListNotSupported,
     AccessDenied,
+    BucketAlreadyExists,
     InvalidArgument,
     InvalidBucketAclWithObjectOwnership,
     MalformedXML,
@@ -123,7 +125,7 @@ async def create_bucket_access(req: S3Request) -> None:
     except ValueError:
         raise InvalidArgument(f"Invalid x-amz-object-ownership header: {raw}") from None
     owner = _writer(req)
-    settings = new_bucket(owner, ownership)
+    settings = new_bucket(owner, ownership, access.new_buckets)
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=access.known)
     if acl is not None:
         if not settings.acls_enabled and grants_beyond(acl, req.headers):
@@ -138,10 +140,31 @@ def check_bucket_acl_headers(req: S3Request) -> None:
         return
     owner = _writer(req)
     acl = from_headers(req.headers, owner=owner, bucket_owner=owner, known=req.access.known)
-    raw = req.headers.get(OWNERSHIP_HEADER, Ownership.BUCKET_OWNER_ENFORCED.value).strip()
+    raw = req.headers.get(OWNERSHIP_HEADER, req.access.new_buckets.ownership.value).strip()
     if acl is not None and raw == Ownership.BUCKET_OWNER_ENFORCED.value and \
             grants_beyond(acl, req.headers):
         raise InvalidBucketAclWithObjectOwnership()
+
+
+async def recreation_changes_acl(req: S3Request) -> bool:
+    """Whether a CreateBucket of a bucket the caller already owns asks for another ACL
+    than the bucket has (S3 then answers 409 BucketAlreadyOwnedByYou even in us-east-1);
+    BucketAlreadyExists when the bucket is someone else's. False when there is no such
+    bucket, no ACL header, or no access control."""
+    access = req.access
+    if access is None or not has_acl_headers(req.headers):
+        return False
+    try:
+        await req.service.head_bucket(req.bucket)
+    except NoSuchBucket:
+        return False
+    settings = await access.bucket(req.bucket)
+    if req.user is not None and settings.owner != req.user.canonical_id:
+        raise BucketAlreadyExists(resource=req.bucket)
+    owner = settings.owner
+    wanted = from_headers(req.headers, owner=owner, bucket_owner=owner, known=access.known)
+    current = settings.acl if settings.acls_enabled else private(owner)
+    return wanted is not None and wanted != current
 
 
 # -- ACLs --------------------------------------------------------------------------------

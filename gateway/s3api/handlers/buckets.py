@@ -79,6 +79,8 @@ async def create_bucket(req: S3Request) -> Response:
     document = await req.read_document()
     if document.strip():
         parse(document, "CreateBucketConfiguration")  # validates; any region is served here
+    if await acl.recreation_changes_acl(req):
+        raise BucketAlreadyOwnedByYou(req.bucket)
     acl.check_bucket_acl_headers(req)
     try:
         await req.service.create_bucket(req.bucket)
@@ -238,10 +240,8 @@ async def list_objects_v2(req: S3Request) -> Response:
     start_after = req.query.get("start-after", "")
     token = req.query.get("continuation-token")
     max_keys = req.int_query("max-keys", 1000, high=1000)
-    after = _decode_token(token) if token is not None else start_after
-    if token is not None and not token:
-        raise InvalidArgument("The continuation token provided is incorrect")
-    after = max(after, start_after)
+    # An empty token asks for the first page (S3 answers it, echoing the empty token).
+    after = max(_decode_token(token) if token else "", start_after)
     fetch_owner = req.query.get("fetch-owner") == "true"
     page = await req.service.list_objects(req.bucket, prefix=prefix, delimiter=delimiter,
                                           max_keys=max_keys, after=after)

@@ -415,12 +415,22 @@ def test_presigned_expiry_and_future_dates() -> None:
 
 
 @pytest.mark.parametrize(("expires", "message"), [
-    ("604801", "less than a week"), ("0", "at least 1"), ("-5", "number"), ("soon", "number")])
+    ("604801", "less than a week"), ("0", "at least 1"), ("--5", "number"), ("soon", "number")])
 def test_presigned_bad_expires(expires: str, message: str) -> None:
     wire = sign_botocore("GET", "http://127.0.0.1:9000/b/k", signer=S3SigV4QueryAuth)
     query = "&".join(p if not p.startswith("X-Amz-Expires=") else f"X-Amz-Expires={expires}"
                      for p in wire.query.split("&"))
     with pytest.raises(AuthorizationQueryParametersError, match=message):
+        Wire("GET", wire.raw_path, query, wire.headers, b"").auth()
+
+
+def test_presigned_negative_expiry_has_expired() -> None:
+    """A URL presigned with a negative lifetime (boto3's ``ExpiresIn=-1000``) expired
+    before it was made: 403 AccessDenied, as S3 answers, not a malformed query."""
+    wire = sign_botocore("GET", "http://127.0.0.1:9000/b/k", signer=S3SigV4QueryAuth)
+    query = "&".join(p if not p.startswith("X-Amz-Expires=") else "X-Amz-Expires=-1000"
+                     for p in wire.query.split("&"))
+    with pytest.raises(ExpiredPresignedRequest):
         Wire("GET", wire.raw_path, query, wire.headers, b"").auth()
 
 
