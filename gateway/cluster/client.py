@@ -45,16 +45,17 @@ def fetch_ring(endpoint: str, *, timeout: float = 5.0,
     return ring
 
 
-def wait_members(endpoints: Sequence[str], *, timeout: float = 60.0) -> None:
+def wait_members(endpoints: Sequence[str], *, timeout: float = 60.0,
+                 context: ssl.SSLContext | None = None) -> None:
     """Return once every member at ``endpoints`` has the ring of exactly them, has handed
     its keys over and serves (its status views open to the caller); TimeoutError if
-    that takes longer than ``timeout`` seconds."""
+    that takes longer than ``timeout`` seconds. ``context`` verifies https://."""
     wanted = sorted(endpoints)
     deadline = time.monotonic() + timeout
     for endpoint in endpoints:
         while True:
             try:
-                ring = fetch_ring(endpoint, timeout=2)
+                ring = fetch_ring(endpoint, timeout=2, context=context)
                 hosts = sorted({str(m["url"]) for m in ring["members"]})
                 if hosts == wanted and ring["serving"] and \
                         ring.get("handed_over") == ring["revision"]:

@@ -5,8 +5,8 @@ Worker ``k`` is cluster member ``k`` of a ring of N synthetic members named
 traffic goes to Unix sockets). With ``--peers`` or ``--coordinator`` (every host running
 N workers), it is worker ``k`` of its host in the ring of the hosts' workers: the
 cluster's settings pass unchanged, the worker registers (or finds itself) as
-``<host URL>/worker-<k>``. It keeps its cache
-under ``<data-dir>/worker-<k>`` and shares the backend and the credentials. What is a budget for the whole gateway (cache
+``<host URL>/worker-<k>``. It keeps its cache under ``<data-dir>/worker-<k>`` and
+shares the backend and the credentials. What is a budget for the whole gateway (cache
 capacity, backend throttle) is divided between the workers.
 """
 

@@ -172,6 +172,8 @@ def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Seque
                     if result.errors:
                         print(f"  {result.errors} errors, the first: {result.first_error}",
                               file=sys.stderr)
+                        for server in servers:  # what the members said of it
+                            print(server.log_tail(5), file=sys.stderr)
                     rows.append(Row(count, policy, wl, result, used))
         finally:
             for server in servers:

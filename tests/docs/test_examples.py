@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_client
+from tests.support.etcd import etcd_available
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,14 +52,10 @@ NOT_RUN = {
     ("cache.md", "settings = CacheSettings("): "a fragment of an API description",
     ("cache.md", "class Provisioner(Protocol)"): "an interface description",
     ("cluster.md", "from gateway.cluster.client import"): "tests/gateway/cluster routing",
-    ("cluster.md", "# members started as above; a fourth one"):
-        "tests/gateway/cluster/test_membership_e2e.py adds and removes members so",
     ("kubernetes.md", "docker build"): "needs Docker and a registry; tests/helm",
     ("kubernetes.md", "# one pod, posix backend"): "needs Kubernetes; tests/helm",
     ("kubernetes.md", "helm upgrade squall helm/squall --reuse-values"):
-        "needs Kubernetes; tests/helm renders it, test_membership_e2e.py runs the file",
-    ("kubernetes.md", "# 1. the member file lists pods 0-2"):
-        "needs Kubernetes; tests/helm renders it, test_membership_e2e.py runs the file",
+        "needs Kubernetes; tests/helm renders it, test_membership_changes_e2e.py adds members",
 }
 #: Whole documents of benchmark and load-test runs (minutes each, other machines,
 #: tools installed from the network): tests/loadtests runs their drivers briefly.
@@ -170,10 +167,13 @@ def test_every_example_is_run_or_explained() -> None:
 
 
 def test_cluster_example_runs_as_written(tmp_path: Path) -> None:
-    """docs/cluster.md's three members: they start, share keys, and every member serves
-    every key (writes through each, reads through each)."""
-    base = free_ports(3)
+    """docs/cluster.md's etcd and three members: they start, share keys, and every member
+    serves every key (writes through each, reads through each)."""
+    if etcd_available() is not None:
+        pytest.skip(str(etcd_available()))
+    base, etcd = free_ports(3), free_ports(2)
     script = localize(example("cluster.md", "export SQUALL_CLUSTER_SECRET="), base)
+    script = script.replace(":2379", f":{etcd}").replace(":2380", f":{etcd + 1}")
     script += "\nenv | grep '^SQUALL_' > settings.env\nwait\n"
     log = tmp_path / "cluster.log"
     with open(log, "wb") as out:
@@ -196,8 +196,9 @@ def test_cluster_example_runs_as_written(tmp_path: Path) -> None:
                     got = s3.get_object(Bucket="shared", Key=f"via-{k}/{n}")["Body"].read()
                     assert got == f"{k}.{n}".encode()
         text = log.read_text()
-        for k in range(3):
-            assert f"cluster: member {k} of 3" in text
+        for port in ports:
+            assert f"cluster: member http://127.0.0.1:{port}, coordinated by etcd://" \
+                in text
         assert env["SQUALL_SECRET_KEY"] not in text
     finally:
         stop_group(proc)

@@ -1,5 +1,6 @@
-"""A closed cluster: members still see each other's health (peer signature), clients need
-a signature; users copied to every member (docs/security.md, "In a cluster")."""
+"""A closed cluster: members still register and forward to each other (peer signature),
+clients need a signature; users copied to every member (docs/security.md, "In a
+cluster")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import httpx
 from gateway.auth.client import status_headers
 from tests.gateway.auth.test_users_e2e import add_user, client
 from tests.gateway.cluster.conftest import Cluster
+from tests.support.etcd import EtcdServer
 from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 SIGNED = {"SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY}
@@ -23,17 +25,15 @@ def ring_view(endpoint: str) -> httpx.Response:
     return httpx.get(url, headers=status_headers(url, environ=SIGNED), timeout=10)
 
 
-def test_closed_cluster_members_probe_each_other_and_share_copied_users(
-        tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, size=2)
-    for node in cluster.nodes:
-        node.env["SQUALL_PUBLIC_STATUS"] = "false"
+def test_closed_cluster_members_see_each_other_and_share_copied_users(
+        tmp_path: Path, etcd: EtcdServer) -> None:
+    cluster = Cluster(tmp_path, size=2, coordinator=etcd.url, status_token="closed-status-view-token")
     cluster.start()
     try:
         for node in cluster.nodes:
             assert httpx.get(f"{node.endpoint}/_squall/cluster", timeout=10).status_code == 403
         deadline = time.monotonic() + 30
-        while [m["health"] for m in ring_view(cluster.nodes[0].endpoint).json()["members"]] \
+        while [m["state"] for m in ring_view(cluster.nodes[0].endpoint).json()["members"]] \
                 != ["up", "up"]:
             assert time.monotonic() < deadline
             time.sleep(0.1)

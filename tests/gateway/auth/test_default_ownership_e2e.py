@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.exceptions import ClientError
 
 from tests.gateway.auth.conftest import anonymous_client
+from tests.gateway.auth.test_acl_e2e import error
 from tests.gateway.auth.test_users_e2e import add_user, client
 from tests.gateway.s3api.clients.helpers import Cli, make_aws, make_s3cmd
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
@@ -63,13 +63,6 @@ def name() -> str:
     return f"legacy-{uuid.uuid4().hex[:12]}"
 
 
-def status_of(call: Any, *args: Any, **kwargs: Any) -> tuple[int, str]:
-    with pytest.raises(ClientError) as info:
-        call(*args, **kwargs)
-    response = info.value.response
-    return response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]
-
-
 def public_reads(grants: list[dict[str, Any]]) -> list[str]:
     return [g["Permission"] for g in grants if g["Grantee"].get("URI") == ALL_USERS]
 
@@ -79,12 +72,12 @@ def test_new_buckets_have_acls_and_no_public_access_block(alice: Any) -> None:
     alice.create_bucket(Bucket=bucket)
     rules = alice.get_bucket_ownership_controls(Bucket=bucket)["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "ObjectWriter"}]
-    assert status_of(alice.get_public_access_block, Bucket=bucket) == \
+    assert error(alice.get_public_access_block, Bucket=bucket) == \
         (404, "NoSuchPublicAccessBlockConfiguration")
     # A request that chooses is still served as it asks.
     enforced = name()
     alice.create_bucket(Bucket=enforced, ObjectOwnership="BucketOwnerEnforced")
-    assert status_of(alice.put_object, Bucket=enforced, Key="k", Body=b"x",
+    assert error(alice.put_object, Bucket=enforced, Key="k", Body=b"x",
                      ACL="public-read") == (400, "AccessControlListNotSupported")
 
 
@@ -98,18 +91,18 @@ def test_public_read_bucket_and_objects_serve_anonymous_reads(alice: Any,
     listed = anonymous.list_objects(Bucket=bucket)
     assert sorted(o["Key"] for o in listed["Contents"]) == ["closed", "open"]
     assert anonymous.get_object(Bucket=bucket, Key="open")["Body"].read() == b"for all"
-    assert status_of(anonymous.get_object, Bucket=bucket, Key="closed")[0] == 403
-    assert status_of(anonymous.put_object, Bucket=bucket, Key="new", Body=b"x")[0] == 403
+    assert error(anonymous.get_object, Bucket=bucket, Key="closed")[0] == 403
+    assert error(anonymous.put_object, Bucket=bucket, Key="new", Body=b"x")[0] == 403
     # Canned ACLs change both ways.
     alice.put_object_acl(Bucket=bucket, Key="closed", ACL="public-read")
     assert anonymous.get_object(Bucket=bucket, Key="closed")["Body"].read() == b"mine"
     alice.put_bucket_acl(Bucket=bucket, ACL="private")
-    assert status_of(anonymous.list_objects, Bucket=bucket)[0] == 403
+    assert error(anonymous.list_objects, Bucket=bucket)[0] == 403
     alice.put_bucket_acl(Bucket=bucket, ACL="public-read-write")
     anonymous.put_object(Bucket=bucket, Key="dropped", Body=b"anon")
     # ObjectWriter: the anonymous writer owns it; the bucket owner sees it listed only.
     assert "dropped" in [o["Key"] for o in alice.list_objects(Bucket=bucket)["Contents"]]
-    assert status_of(alice.get_object, Bucket=bucket, Key="dropped")[0] == 403
+    assert error(alice.get_object, Bucket=bucket, Key="dropped")[0] == 403
 
 
 def test_grants_to_another_user(alice: Any, bob: tuple[Any, dict[str, Any]]) -> None:
@@ -117,7 +110,7 @@ def test_grants_to_another_user(alice: Any, bob: tuple[Any, dict[str, Any]]) -> 
     bucket = name()
     alice.create_bucket(Bucket=bucket)
     alice.put_object(Bucket=bucket, Key="k", Body=b"shared")
-    assert status_of(s3_bob.get_object, Bucket=bucket, Key="k")[0] == 403
+    assert error(s3_bob.get_object, Bucket=bucket, Key="k")[0] == 403
     alice.put_object_acl(Bucket=bucket, Key="k", GrantRead=f"id={user['canonical_id']}")
     assert s3_bob.get_object(Bucket=bucket, Key="k")["Body"].read() == b"shared"
     owner_id = alice.get_bucket_acl(Bucket=bucket)["Owner"]["ID"]
@@ -164,7 +157,7 @@ def test_the_aws_cli_sets_canned_acls(aws: Cli, anonymous: Any, tmp_path: Path) 
                          "f.txt").stdout)
     assert public_reads(acl["Grants"]) == ["READ"]
     aws("s3api", "put-object-acl", "--bucket", bucket, "--key", "f.txt", "--acl", "private")
-    assert status_of(anonymous.get_object, Bucket=bucket, Key="f.txt")[0] == 403
+    assert error(anonymous.get_object, Bucket=bucket, Key="f.txt")[0] == 403
 
 
 def test_s3cmd_setacl(s3cmd: Cli, gateway: SquallProcess, anonymous: Any,
@@ -175,13 +168,13 @@ def test_s3cmd_setacl(s3cmd: Cli, gateway: SquallProcess, anonymous: Any,
     src = tmp_path / "g.txt"
     src.write_bytes(b"s3cmd")
     s3cmd("put", str(src), f"s3://{bucket}/g.txt")
-    assert status_of(anonymous.get_object, Bucket=bucket, Key="g.txt")[0] == 403
+    assert error(anonymous.get_object, Bucket=bucket, Key="g.txt")[0] == 403
     s3cmd("setacl", "--acl-public", f"s3://{bucket}/g.txt")
     assert anonymous.get_object(Bucket=bucket, Key="g.txt")["Body"].read() == b"s3cmd"
     s3cmd("setacl", "--acl-public", f"s3://{bucket}")
     assert [o["Key"] for o in anonymous.list_objects(Bucket=bucket)["Contents"]] == ["g.txt"]
     s3cmd("setacl", "--acl-private", "--recursive", f"s3://{bucket}")
-    assert status_of(anonymous.get_object, Bucket=bucket, Key="g.txt")[0] == 403
+    assert error(anonymous.get_object, Bucket=bucket, Key="g.txt")[0] == 403
     info = s3cmd("info", f"s3://{bucket}/g.txt").stdout
     assert "*anon*" not in info
     assert admin.get_bucket_ownership_controls(Bucket=bucket)["OwnershipControls"][
