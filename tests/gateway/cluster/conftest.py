@@ -29,10 +29,11 @@ TTL = 3  # the members' lease TTL (seconds): failures are noticed within it
 class Cluster:
     def __init__(self, root: Path, size: int = 3, args: Sequence[str] = (), *,
                  coordinator: str | None = None, status_token: str | None = None,
-                 workers: int = 1) -> None:
+                 workers: int = 1, lease_ttl: float = TTL) -> None:
         """``coordinator``: etcd's URL (members register there; a prefix of this
-        cluster's own), else a fixed ``--peers`` list. ``status_token``: the status views
-        closed (the gateway's default) and read with this bearer token; else open."""
+        cluster's own; leases of ``lease_ttl`` seconds), else a fixed ``--peers`` list.
+        ``status_token``: the status views closed (the gateway's default) and read with
+        this bearer token; else open."""
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.args = tuple(args)
@@ -40,6 +41,7 @@ class Cluster:
         self.prefix = f"/squall-test-{uuid.uuid4().hex[:12]}/"
         self.status_token = status_token
         self.workers = workers
+        self.lease_ttl = lease_ttl
         ports = [free_port() for _ in range(size)]
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
         self.nodes = [self.member(i, ports[i], args) for i in range(size)]
@@ -50,7 +52,7 @@ class Cluster:
         token = ["--status-token", self.status_token] if self.status_token else []
         if self.coordinator is not None:
             placement = ["--coordinator", self.coordinator, "--coordinator-prefix",
-                         self.prefix, "--lease-ttl", str(TTL)]
+                         self.prefix, "--lease-ttl", str(self.lease_ttl)]
         else:
             placement = ["--peers", ",".join(self.urls), "--node-id", str(node)]
         workers = ["--workers", str(self.workers)] if self.workers > 1 else []

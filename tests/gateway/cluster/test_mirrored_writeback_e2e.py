@@ -56,7 +56,8 @@ def test_acknowledged_writes_survive_a_member_and_its_disk(mirrored: Cluster) ->
     cluster = mirrored
     s3 = cluster.clients
     s3[0].create_bucket(Bucket=BUCKET)
-    written = {f"obj-{i:03d}": os.urandom(64 + i // 2) for i in range(200)}
+    # about 40 KB per member, 20 s of flushing: most still dirty however slow the PUTs
+    written = {f"obj-{i:03d}": os.urandom(512 + i) for i in range(200)}
 
     def put(item: tuple[int, tuple[str, bytes]]) -> None:
         index, (key, body) = item
