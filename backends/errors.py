@@ -144,9 +144,13 @@ class ConditionalRequestConflict(StorageError):
 class SlowDown(StorageError):
     """Please reduce your request rate."""
 
-    def __init__(self, message: str = "", *, retry_after: int = 1) -> None:
+    def __init__(self, message: str = "", *, retry_after: int = 1,
+                 public: bool = False) -> None:
+        """``public``: the message is meant for the client (else it gets S3's text and
+        the message goes to the log only)."""
         super().__init__(message)
         self.retry_after = retry_after
+        self.public = public
 
 
 class ServiceUnavailable(StorageError):

@@ -68,6 +68,13 @@ def _rate(value: Any) -> float:
         raise _refuse(RATE, value) from None
 
 
+def _rate_or_off(value: Any) -> float:
+    if not isinstance(value, bool) and (value == 0 or (isinstance(value, str)
+                                                        and value.strip() in ("0", "0/s"))):
+        return 0.0
+    return _rate(value)
+
+
 def _duration(value: Any) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value >= 0 and math.isfinite(value):
@@ -90,6 +97,10 @@ ByteSize = Annotated[int, BeforeValidator(_size), PlainSerializer(format_size, r
 Rate = Annotated[float, BeforeValidator(_rate), PlainSerializer(float, return_type=float),
                  RATE]
 """Bytes per second, > 0: ``20MiB/s``, ``1.5GB/s``, ``100000``."""
+
+RateOrOff = Annotated[float, BeforeValidator(_rate_or_off),
+                      PlainSerializer(float, return_type=float), RATE]
+"""A :data:`Rate`, or ``0`` for none (a limit turned off)."""
 
 Duration = Annotated[float, BeforeValidator(_duration),
                      PlainSerializer(float, return_type=float), DURATION]

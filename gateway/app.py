@@ -19,7 +19,7 @@ from backends.errors import ServiceUnavailable, StorageError
 from gateway import admin_errors
 from gateway.auth import admin
 from gateway.auth.bucket_access import NewBucketDefaults
-from gateway.auth.status import StatusGate, StatusGuard
+from gateway.auth.status import TRUSTED, StatusGate, StatusGuard
 from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import describe_single
@@ -50,8 +50,7 @@ class S3Dispatcher:
         if scope["type"] != "http" or scope["path"].startswith(ADMIN_PREFIX):
             await self.admin(scope, receive, send)
             return
-        response = await self._endpoint(Request(scope, receive, send))
-        await response(scope, receive, send)
+        await self._endpoint.serve(scope, receive, send)
 
 
 def user_directory(components: Components) -> UserDirectory:
@@ -121,7 +120,8 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
                           region=settings.region, qos_gates=components.qos.gates,
                           new_buckets=NewBucketDefaults.from_settings(
                               settings.default_object_ownership,
-                              settings.default_public_access_block))
+                              settings.default_public_access_block),
+                          shares=components.shares)
 
     def access_key(scope: Scope) -> str:
         return endpoint.authenticate(scope).access_key
@@ -164,7 +164,8 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         Signed like an S3 request (SigV4, same credentials)."""
         if (error := denied(request)) is not None:
             return error
-        return StreamingResponse(sync_progress(components.cache, bucket),
+        detail = request.scope.get(TRUSTED) or access_key(request.scope) == users.admin.access_key
+        return StreamingResponse(sync_progress(components.cache, bucket, detail=bool(detail)),
                                  media_type="application/x-ndjson")
 
     def elastic(request: Request) -> ElasticBackend | JSONResponse:
@@ -216,7 +217,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         return JSONResponse({"next_size_bytes": size})
 
     gate = StatusGate(public=settings.public_status, token=settings.status_token,
-                      authenticate=endpoint.authenticate)
+                      authenticate=access_key, admin_key=users.admin.access_key)
     dispatcher = S3Dispatcher(app, endpoint)
     if components.cluster is None:
         return StatusGuard(dispatcher, gate)
@@ -238,8 +239,10 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
 
 
 async def sync_progress(cache: CacheTier | None, bucket: str | None,
-                        interval_s: float = 0.5) -> AsyncIterator[bytes]:
-    """Lines ``{"done": B, "total": B}`` while flushing, then ``{"flushed": true}``."""
+                        interval_s: float = 0.5, *, detail: bool = True) -> AsyncIterator[bytes]:
+    """Lines ``{"done": B, "total": B}`` while flushing, then ``{"flushed": true}``;
+    the objects the backend refuses are named only with ``detail`` (the admin: they may
+    be other users')."""
     if cache is None:
         yield b'{"flushed": true, "done": 0, "total": 0}\n'
         return
@@ -261,7 +264,8 @@ async def sync_progress(cache: CacheTier | None, bucket: str | None,
                 "flushed": False, "error": "Quarantined", **progress,
                 "message": f"{len(refused)} object(s) the backend refuses; kept in the "
                            "cache and retried every few minutes",
-                "quarantined": [q.describe() for q in refused[:100]]}) + "\n").encode()
+                "quarantined": [q.describe() for q in refused[:100]] if detail else []})
+                   + "\n").encode()
         elif error is None:
             yield (json.dumps({"flushed": True, **progress}) + "\n").encode()
         else:

@@ -23,6 +23,7 @@ from gateway.lifecycle.scanner import LifecycleScanner
 from gateway.metrics import Metrics
 from gateway.qos.controller import QosController
 from gateway.qos.model import QosSettings
+from gateway.qos.shares import FairShares, ShareLimits
 from gateway.qos.store import QosStore, store_path
 from gateway.qos.utilization import DeviceUtilization
 from gateway.service import ObjectService
@@ -46,6 +47,7 @@ class Components:
     lifecycle: LifecycleScanner | None = None
     watch: BackendWatch | None = None  # reachability of a networked store
     qos: QosController = field(default_factory=lambda: QosController(QosSettings()))
+    shares: FairShares | None = None  # per-user limits of S3 requests (fair shares)
     started: float = field(default_factory=time.time)
     ready: bool = False
 
@@ -113,9 +115,20 @@ class Components:
             status["lifecycle"] = self.lifecycle.status()
         if self.qos.states:
             status["qos"] = self.qos.status()
+        if self.shares is not None:
+            status["fair_shares"] = self.shares.status()
         # Requests answered 503 SlowDown by this process, whatever refused them.
         status["slowdowns"] = self.metrics.slowdowns
         return status
+
+
+def fair_shares(settings: Settings) -> FairShares:
+    """The per-user limits of S3 requests (a user's own, set with ``squall user limit``,
+    apply even where the settings turn the gateway's off)."""
+    limits = ShareLimits(max_requests=settings.user_max_requests,
+                         max_rate=settings.user_max_rate,
+                         max_bandwidth=settings.user_max_bandwidth)
+    return FairShares(limits, process_max=settings.max_requests or None)
 
 
 def elastic_settings(settings: Settings) -> ElasticSettings | None:
@@ -221,5 +234,6 @@ def build_components(settings: Settings, credentials: Credentials, *,
                             cost=cost, throttle=throttle, cluster=cluster,
                             store=store, lifecycle=lifecycle, qos=qos,
                             watch=BackendWatch(store, interval_s=settings.backend_probe_interval)
-                            if isinstance(store, ProbedBackend) else None)
+                            if isinstance(store, ProbedBackend) else None,
+                            shares=fair_shares(settings))
     return components

@@ -20,6 +20,7 @@ from gateway.components import Components, build_components
 from gateway.credentials import Credentials, load_or_generate, save
 from gateway.humanize import format_bytes
 from gateway.limits import Limits, protocol_class
+from gateway.pace import PaceLimits
 from gateway.settings import Settings
 from gateway.tls import ServerTls, tls_files
 
@@ -129,7 +130,11 @@ def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None)
                   max_header_bytes=settings.max_header_bytes,
                   max_header_count=settings.max_header_count,
                   max_connections=settings.max_connections or None,
-                  max_requests=settings.max_requests or None, on_slowdown=on_slowdown)
+                  max_requests=settings.max_requests or None, on_slowdown=on_slowdown,
+                  pace=PaceLimits(min_rate=settings.body_min_rate or None,
+                                  grace_s=settings.body_rate_grace,
+                                  deadline_s=settings.body_deadline or None,
+                                  deadline_rate=settings.body_deadline_rate or None))
 
 
 def server_tls(settings: Settings) -> ServerTls | None:

@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from backends.unit_types import ByteSize, Duration, Rate
+from backends.unit_types import ByteSize, Duration, Rate, RateOrOff
 from gateway.cache.settings import CacheVolumeSettings
 from gateway.cluster.coordinator.settings import coordinator_settings
 from gateway.cluster.settings import (
@@ -300,6 +300,28 @@ class LimitsSection(Section):
                                                          "process; more are closed at once")
     max_requests: int = Field(512, ge=0,
                               description="requests in flight per process; more: 503 SlowDown")
+    body_min_rate: RateOrOff = Field(
+        16 * 1024, description="slowest a request body may arrive (or a response be "
+                               "taken) after body_rate_grace; slower: 400 RequestTimeout")
+    body_rate_grace: Duration = Field(
+        10.0, gt=0, description="time before body_min_rate applies, and the window over "
+                                "which it is measured")
+    body_deadline: Duration = Field(
+        300.0, ge=0, description="time a request body may take, plus its length at "
+                                 "body_deadline_rate; longer: 400 RequestTimeout")
+    body_deadline_rate: RateOrOff = Field(
+        128 * 1024, description="rate at which body_deadline grows with the declared "
+                                "length (0: a fixed deadline)")
+    user_max_requests: int = Field(
+        64, ge=0, description="requests in flight per user and process that are always "
+                              "admitted; beyond: admitted only while the process keeps "
+                              "as many free, else 503 SlowDown")
+    user_max_rate: float = Field(
+        0.0, ge=0, description="requests per second per user and process (0: no limit); "
+                               "more: 503 SlowDown")
+    user_max_bandwidth: RateOrOff = Field(
+        0.0, description="body bytes per second per user and process, uploads and "
+                         "downloads (0: no limit); more: 503 SlowDown")
 
 
 class AccessSection(Section):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -32,6 +33,43 @@ RELOAD_INTERVAL_S = 0.5
 _NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")  # IAM user names
 _KEY_ALPHABET = string.ascii_uppercase + string.digits
 _FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    """One user's own fair-share limits (docs/security.md, "Fair shares"); ``None``
+    takes the gateway's setting, ``0`` turns that limit off for the user."""
+
+    max_requests: int | None = None
+    max_rate: float | None = None
+    max_bandwidth: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_requests", "max_rate", "max_bandwidth"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, (int, float)) or not 0 <= value < float("inf")):
+                raise UserError(f"{name} must be a number >= 0, not {value!r}")
+        if self.max_requests is not None and self.max_requests != int(self.max_requests):
+            raise UserError(f"max_requests must be a whole number, not {self.max_requests!r}")
+
+    @property
+    def empty(self) -> bool:
+        return self.max_requests is None and self.max_rate is None \
+            and self.max_bandwidth is None
+
+    def public(self) -> dict[str, float | int]:
+        """The limits that are set."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_doc(cls, doc: object) -> UserLimits:
+        """From the ``limits`` object of ``users.json`` or the API (UserError if bad)."""
+        if not isinstance(doc, dict) or set(doc) - {"max_requests", "max_rate",
+                                                    "max_bandwidth"}:
+            raise UserError(f"limits must be an object of max_requests, max_rate, "
+                            f"max_bandwidth, not {doc!r}")
+        return cls(**doc)
 
 
 class UserError(ValueError):
@@ -56,11 +94,15 @@ class User:
     secret_key: str = field(repr=False)
     canonical_id: str
     admin: bool = False
+    limits: UserLimits | None = None  # the user's own fair-share limits, if any
 
     def public(self) -> dict[str, Any]:
         """Everything but the secret."""
-        return {"name": self.name, "access_key": self.access_key,
-                "canonical_id": self.canonical_id, "admin": self.admin}
+        doc: dict[str, Any] = {"name": self.name, "access_key": self.access_key,
+                               "canonical_id": self.canonical_id, "admin": self.admin}
+        if self.limits is not None:
+            doc["limits"] = self.limits.public()
+        return doc
 
 
 def check_secret(secret: str, what: str = "the secret key") -> str:
@@ -102,12 +144,12 @@ class UserFile:
         """The stored users; none when there is no file. ValueError if damaged."""
         try:
             doc = json.loads(self.path.read_bytes())
-            return [User(**row, admin=False) for row in doc["users"]]
+            return [_user_of(row) for row in doc["users"]]
         except FileNotFoundError:
             return []
         except PermissionError as exc:
             raise ValueError(f"cannot read {self.path}: permission denied") from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{self.path} is damaged") from exc
 
     def stamp(self) -> tuple[int, int, int] | None:
@@ -141,8 +183,21 @@ class UserFile:
             self._write([u for u in users if u.name != name])
         return gone
 
+    def set_limits(self, name: str, limits: UserLimits | None) -> User:
+        """Give user ``name`` its own limits (None: the gateway's); UserError if there is
+        no such user."""
+        with self._locked():
+            users = self.read()
+            found = next((u for u in users if u.name == name), None)
+            if found is None:
+                raise NoSuchUser(f"no user {name!r}")
+            changed = dataclasses.replace(
+                found, limits=None if limits is None or limits.empty else limits)
+            self._write([changed if u.name == name else u for u in users])
+        return changed
+
     def _write(self, users: list[User]) -> None:
-        rows = [{k: v for k, v in asdict(u).items() if k != "admin"} for u in users]
+        rows = [_row_of(u) for u in users]
         write_private(self.path, json.dumps({"format": _FORMAT, "users": rows},
                                             indent=1).encode())
 
@@ -156,6 +211,20 @@ class UserFile:
             yield
         finally:
             os.close(fd)
+
+
+def _user_of(row: dict[str, Any]) -> User:
+    limits = row.pop("limits", None)
+    return User(**row, admin=False,
+                limits=None if limits is None else UserLimits.from_doc(limits))
+
+
+def _row_of(user: User) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": user.name, "access_key": user.access_key,
+                           "secret_key": user.secret_key, "canonical_id": user.canonical_id}
+    if user.limits is not None:
+        row["limits"] = user.limits.public()
+    return row
 
 
 class UserDirectory:
@@ -192,6 +261,13 @@ class UserDirectory:
         self.file.add(user, reserved=frozenset({self.admin.access_key}))
         self.reload()
         return user
+
+    def set_limits(self, name: str, limits: UserLimits | None) -> User:
+        if name == ADMIN_NAME:
+            raise UserError(f"{ADMIN_NAME!r} takes the gateway's settings (user_max_*)")
+        changed = self.file.set_limits(name, limits)
+        self.reload()
+        return changed
 
     def remove(self, name: str) -> User:
         if name == ADMIN_NAME:

@@ -1,4 +1,4 @@
-"""``squall user add|list|remove``: the gateway's users (docs/security.md).
+"""``squall user add|list|remove|limit``: the gateway's users (docs/security.md).
 
 Against a running gateway (``--endpoint``, the default) through the admin API
 ``/_squall/users``, signed with the admin's key pair (``SQUALL_ACCESS_KEY``/
@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from gateway.auth.client import admin_request
+from gateway.auth.users_api import bandwidth_of
 from gateway.cost.calibrate import credentials_from_env
 from gateway.credentials import load_or_generate
 from gateway.users import (
@@ -28,6 +29,7 @@ from gateway.users import (
     UserDirectory,
     UserError,
     UserFile,
+    UserLimits,
     admin_user,
     new_user,
 )
@@ -64,6 +66,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r = verbs.add_parser("remove", help="remove a user; its key is refused at once")
     r.add_argument("name")
     common(r)
+    lim = verbs.add_parser("limit", help="give a user its own fair-share limits (those not "
+                                         "given: the gateway's user_max_* settings; 0: none)")
+    lim.add_argument("name")
+    lim.add_argument("--max-requests", type=int, default=None, metavar="N",
+                     help="requests in flight always admitted, per process")
+    lim.add_argument("--max-rate", type=float, default=None, metavar="N",
+                     help="requests per second, per process")
+    lim.add_argument("--max-bandwidth", default=None, metavar="RATE",
+                     help="body bytes per second, per process (e.g. 50MiB/s)")
+    common(lim)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,8 +91,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _limits(args: argparse.Namespace) -> UserLimits:
+    return UserLimits(max_requests=args.max_requests, max_rate=args.max_rate,
+                      max_bandwidth=bandwidth_of(args.max_bandwidth))
+
+
 def _offline(args: argparse.Namespace) -> dict[str, Any]:
     file = UserFile(args.data_dir / USERS_FILE)
+    if args.user_command == "limit":
+        return {"limited": file.set_limits(args.name, _limits(args)).public()}
     if args.user_command == "add":
         user = new_user(args.name)
         file.add(user, reserved=_admin_keys(args.data_dir))
@@ -106,9 +125,17 @@ def _admin_keys(data_dir: Path) -> frozenset[str]:
 
 
 def _online(args: argparse.Namespace) -> dict[str, Any]:
-    method, params = {"add": ("POST", {"name": getattr(args, "name", "")}),
-                      "remove": ("DELETE", {"name": getattr(args, "name", "")}),
-                      "list": ("GET", {})}[args.user_command]
+    if args.user_command == "limit":
+        _limits(args)  # checked here: bad input exits 2 before anything is sent
+        params: dict[str, str] = {"name": args.name, **{
+            k: str(v) for k, v in (("max_requests", args.max_requests),
+                                   ("max_rate", args.max_rate),
+                                   ("max_bandwidth", args.max_bandwidth)) if v is not None}}
+        method = "PUT"
+    else:
+        method, params = {"add": ("POST", {"name": getattr(args, "name", "")}),
+                          "remove": ("DELETE", {"name": getattr(args, "name", "")}),
+                          "list": ("GET", {})}[args.user_command]
     try:
         response = admin_request(args.endpoint, "/_squall/users", credentials_from_env(),
                                  method=method, params=params, region=args.region)
@@ -125,6 +152,14 @@ def _online(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    if "limited" in result or (args.user_command == "limit" and "user" in result):
+        u = result.get("limited") or result["user"]
+        if args.json:
+            print(json.dumps(u, indent=1))
+        else:
+            own = ", ".join(f"{k}={v:g}" for k, v in u.get("limits", {}).items())
+            print(f"user {u['name']}: {own or 'the gateway settings'}")
+        return
     if args.json:
         print(json.dumps(result.get("user") or result.get("removed") or result, indent=1))
         return

@@ -53,6 +53,16 @@ class ZeroCopyHttpProtocol(HttpToolsProtocol):
 
     _body_left = 0  # bytes of the current body (a Content-Length) not delivered yet
 
+    # What sendfile tells of a client that takes the response (a subclass meters it).
+    def write_blocked(self) -> None:
+        """The socket is full: the send waits for the client."""
+
+    def write_unblocked(self, taken: int) -> None:
+        """The wait is over; the client took ``taken`` bytes."""
+
+    def wrote(self, taken: int) -> None:
+        """The client took ``taken`` bytes without a wait."""
+
     def feed(self, data: bytes) -> None:
         """Parse ``data``; a read inside a body of a known length goes to the application
         without the parser, which would copy it (its end replaces the parser with a new
@@ -83,6 +93,7 @@ class ZeroCopyHttpProtocol(HttpToolsProtocol):
             cycle.__class__ = ZeroCopyCycle
             assert isinstance(cycle, ZeroCopyCycle)
             cycle.pieces, cycle.held = deque(), 0
+            cycle.meter = self
             self._body_left = _content_length(self.headers)
 
     def on_body(self, body: bytes) -> None:
@@ -125,6 +136,7 @@ class ZeroCopyCycle(RequestResponseCycle):
 
     pieces: deque[bytes]  # body pieces not received yet, ``held`` bytes
     held: int
+    meter: ZeroCopyHttpProtocol  # told when sendfile waits for the client
 
     async def receive(self) -> Any:
         if self.waiting_for_100_continue and not self.transport.is_closing():
@@ -164,7 +176,7 @@ class ZeroCopyCycle(RequestResponseCycle):
             raise RuntimeError("Response content longer than Content-Length")
         try:
             await send_file(self.transport, file.fileno(), offset, count,
-                            getattr(file, "run", run_blocking))
+                            getattr(file, "run", run_blocking), self.meter)
         except OSError as exc:
             if exc.errno not in _GONE:
                 raise
@@ -177,9 +189,11 @@ class ZeroCopyCycle(RequestResponseCycle):
 
 
 async def send_file(transport: asyncio.Transport, file_fd: int, offset: int, count: int,
-                    run: Callable[..., Awaitable[Any]]) -> None:
+                    run: Callable[..., Awaitable[Any]],
+                    meter: ZeroCopyHttpProtocol | None = None) -> None:
     """Send ``count`` bytes of ``file_fd`` from ``offset`` on ``transport``'s socket,
-    after what the transport has buffered."""
+    after what the transport has buffered; ``meter`` is told when the send waits for the
+    client and what it took."""
     while transport.get_write_buffer_size():  # the response head, rarely still queued
         if transport.is_closing():
             raise ConnectionResetError(errno.ECONNRESET, "connection closed")
@@ -190,11 +204,20 @@ async def send_file(transport: asyncio.Transport, file_fd: int, offset: int, cou
     # the next connection) while a send is still running.
     sock_fd = os.dup(transport.get_extra_info("socket").fileno())
     try:
+        waited = False
         while count > 0:
             sent, blocked = await run(_send_some, sock_fd, file_fd, offset, count)
             offset += sent
             count -= sent
+            if meter is not None:
+                if waited:
+                    meter.write_unblocked(sent)
+                else:
+                    meter.wrote(sent)
+            waited = blocked
             if blocked:
+                if meter is not None:
+                    meter.write_blocked()
                 await _writable(sock_fd, transport)
     finally:
         os.close(sock_fd)

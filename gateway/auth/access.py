@@ -121,6 +121,8 @@ class AccessControl:
         settings = await self.bucket(bucket)
         where = (source_ip, secure)
         if operation == "DeleteObjects":  # decided key by key (:meth:`allows`)
+            if user is None and not await self._anonymous_may_delete(bucket, settings):
+                raise AccessDenied()  # before the request's content is looked at
             return settings
         await self._decide(user, operation, bucket, key, query, settings, where)
         if operation in _COPIES:
@@ -131,6 +133,15 @@ class AccessControl:
                                    {"versionId": src_version} if src_version else {},
                                    await self.bucket(src_bucket), where)
         return settings
+
+    async def _anonymous_may_delete(self, bucket: str, settings: BucketAccess) -> bool:
+        """Whether an anonymous DeleteObjects could delete anything: a bucket policy
+        (decided key by key) or a public WRITE grant the block does not ignore."""
+        if await bucket_policy(self.configs, bucket) is not None:
+            return True
+        permission = ACTIONS["DeleteObject"].permission
+        return permission is not None and settings.acl.allows(
+            None, permission, ignore_public=settings.block.ignore_public_acls)
 
     async def allows(self, user: User | None, operation: str, bucket: str, key: str, *,
                      version_id: str | None, settings: BucketAccess, source_ip: str,

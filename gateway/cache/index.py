@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from backends.errors import ServiceUnavailable
+from backends.errors import ServiceUnavailable, SlowDown
 from gateway.cache.commits import GroupCommit
 from gateway.cache.entry import (
     BackendPart,
@@ -74,14 +75,31 @@ def backend_part_key(upload_id: str, part_number: int) -> bytes:
     return _BACKEND_PART + upload_id.encode() + b"\0" + b"%05d" % part_number
 
 
+#: free bytes below which a failed index write is taken for a full disk
+FULL_DISK_BYTES = 1 << 20
+
+
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
+def _translated(path: Path | None = None) -> Iterator[None]:
+    """RocksDB's errors -> ours: SlowDown when the index's disk (at ``path``) is full,
+    else ServiceUnavailable. RocksDB's text (file paths) goes to the log only."""
     try:
         yield
-    except ServiceUnavailable:
+    except (ServiceUnavailable, SlowDown):
         raise
     except Exception as exc:  # rocksdict raises plain Exception subclasses
-        raise ServiceUnavailable(f"cache index failure: {exc}") from exc
+        log.error("cache index failure: %s", exc)
+        if path is not None and _disk_full(path):
+            raise SlowDown("the cache index's disk is full", retry_after=5) from exc
+        raise ServiceUnavailable("cache index failure", retry_after=5) from exc
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_DISK_BYTES
 
 
 @dataclass
@@ -243,11 +261,11 @@ class Index:
             for k in batch.deletes:
                 wb.delete(k)
         try:
-            with _translated():
+            with _translated(self._path):
                 if self.failure is not None:
                     self._recover()
                 self._db.write(wb, self._sync if sync else self._nosync)
-        except ServiceUnavailable as exc:
+        except (ServiceUnavailable, SlowDown) as exc:
             self.failure = exc.message
             raise
         self.failure = None

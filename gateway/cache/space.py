@@ -284,7 +284,7 @@ class SpaceManager:
                     > vol.capacity:
                 hint = retry_after() if retry_after else 1.0
                 raise SlowDown("the cache is full of data not yet written to the backend",
-                               retry_after=max(1, min(60, math.ceil(hint))))
+                               retry_after=max(1, min(60, math.ceil(hint))), public=True)
             self.waiters += 1
             claim.waiting = True
             claim.want = amount

@@ -273,7 +273,7 @@ class CacheTier:
         cause is gone (space returned), the gateway is healthy again without waiting for
         a client's write."""
         if self.unhealthy is not None:
-            with contextlib.suppress(ServiceUnavailable):
+            with contextlib.suppress(ServiceUnavailable, SlowDown):
                 await self._store.index.commit(Batch().put_format(), sync=True)
         return self.unhealthy
 

@@ -212,7 +212,7 @@ class ClusterGateway:
         spec, message = s3_error_for(exc)
         request_id = f"{self._id_prefix}{next(self._ids):08X}"
         log.warning("request %s %s %s: %s", request_id, scope["method"], scope["path"],
-                    message)
+                    exc.message or message)  # the detail: the client reads S3's words
         extra = {"connection": "close", "x-amz-request-id": request_id, "server": "Squall"}
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:

@@ -145,7 +145,8 @@ class ClassGate:
                 self.refused_bytes += nbytes
                 raise SlowDown("The bucket's QoS class is at its highest gear it may use "
                                "now; please reduce your request rate.",
-                               retry_after=max(1, math.ceil(wait - self.max_wait_s)))
+                               retry_after=max(1, math.ceil(wait - self.max_wait_s)),
+                               public=True)
         return self._wait(nbytes, take=True)
 
     async def admit(self, headers: Mapping[str, str]) -> None:

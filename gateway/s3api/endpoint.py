@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
 
 from backends.errors import StorageError
 from gateway.auth.access import AccessControl, request_origin
 from gateway.auth.bucket_access import S3_DEFAULTS, NewBucketDefaults
 from gateway.metrics import Metrics
-from gateway.qos.gate import ClassGate
+from gateway.qos.gate import ClassGate, request_bytes
 from gateway.qos.model import user_class
+from gateway.qos.shares import FairShares
 from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
 from gateway.s3api.context import S3Request
 from gateway.s3api.errors import (
@@ -27,6 +28,7 @@ from gateway.s3api.errors import (
     InvalidArgument,
     InvalidRequest,
     ProtocolError,
+    is_internal,
     s3_error_for,
 )
 from gateway.s3api.handlers import acl as acl_handlers
@@ -128,6 +130,10 @@ def anonymous_context(headers: Mapping[str, str], region: str) -> AuthContext:
                        presigned=False)
 
 
+#: scope key: the access key whose fair share a request holds until its response is sent
+SHARE_KEY = "squall.share"
+
+
 def _has_body(headers: dict[str, str]) -> bool:
     return headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
 
@@ -141,8 +147,10 @@ class S3Endpoint:
                  region: str = "us-east-1",
                  qos_gates: Mapping[str, ClassGate] | None = None,
                  users: UserDirectory | None = None,
-                 new_buckets: NewBucketDefaults = S3_DEFAULTS) -> None:
+                 new_buckets: NewBucketDefaults = S3_DEFAULTS,
+                 shares: FairShares | None = None) -> None:
         self._service = service
+        self._shares = shares
         # Owners, ACLs and policies are enforced when the endpoint knows the users.
         self._access = AccessControl(service, users, new_buckets=new_buckets) \
             if users is not None else None
@@ -159,7 +167,21 @@ class S3Endpoint:
         self._id_prefix = secrets.token_hex(4).upper()
         self._request_numbers = itertools.count(1)
 
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI: answer the request, then give back the fair share it held."""
+        response = await self(Request(scope, receive, send))
+        key = scope.get(SHARE_KEY)
+        if key is None or self._shares is None:
+            await response(scope, receive, send)
+            return
+        try:
+            await response(scope, receive, send)
+        finally:
+            self._shares.leave(key)
+
     async def __call__(self, request: Request) -> Response:
+        """The response to ``request``; a request admitted to its user's fair share
+        holds it (``scope[SHARE_KEY]``) until :meth:`serve` has sent the response."""
         started = time.perf_counter()
         scope = request.scope
         request_id = f"{self._id_prefix}{next(self._request_numbers):08X}"
@@ -173,19 +195,23 @@ class S3Endpoint:
         for name, value in pairs:
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         try:
-            target = parse_target(scope.get("raw_path") or scope["path"].encode(),
-                                  headers.get("host", ""), self._domain)
+            # Target and route are found before authentication so that logs and metrics
+            # name the operation of a request that fails to authenticate; their errors
+            # wait for the authentication's (a stranger learns nothing from them).
+            unroutable: ProtocolError | None = None
+            try:
+                target = parse_target(scope.get("raw_path") or scope["path"].encode(),
+                                      headers.get("host", ""), self._domain)
+            except ProtocolError as exc:
+                target, unroutable = Target("", ""), exc
             resource = f"/{target.bucket}/{target.key}" if target.key else f"/{target.bucket}"
             query_string = scope["query_string"].decode("latin-1")
             query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
-            # Routed before authentication so that logs and metrics name the operation of
-            # a request that fails to authenticate; its routing error waits for the
-            # authentication's (a stranger learns nothing from it).
-            unroutable: ProtocolError | None = None
-            try:
-                operation = route(request.method, target.level, query, headers)
-            except ProtocolError as exc:
-                unroutable = exc
+            if unroutable is None:
+                try:
+                    operation = route(request.method, target.level, query, headers)
+                except ProtocolError as exc:
+                    unroutable = exc
             # A CORS preflight is never signed: browsers send it on their own.
             preflight = request.method == "OPTIONS"
             unsigned = not preflight and self._access is not None \
@@ -200,6 +226,9 @@ class S3Endpoint:
                 # An anonymous caller learns nothing of what this gateway implements.
                 raise AccessDenied() if unsigned else unroutable
             user = None if preflight or unsigned else self._user_for(auth.access_key)
+            if self._shares is not None and not preflight:
+                self._shares.enter(auth.access_key, user, request_bytes(headers))
+                scope[SHARE_KEY] = auth.access_key
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service, user, self._access)
             if self._access is not None and (user is None or not user.admin):
@@ -222,6 +251,11 @@ class S3Endpoint:
         if response.status_code >= 300 and _has_body(headers):
             # The body may not have been read; the connection cannot be reused safely.
             response.headers["connection"] = "close"
+        if self._shares is not None and request.method == "GET" \
+                and response.status_code < 300 and auth is not None:
+            length = response.headers.get("content-length")
+            if length is not None and length.isdigit():
+                self._shares.charge(auth.access_key, int(length))
         response.headers["x-amz-request-id"] = request_id
         response.headers["x-amz-id-2"] = request_id
         response.headers["server"] = "Squall"
@@ -292,11 +326,18 @@ class S3Endpoint:
         spec, message = s3_error_for(exc)
         if spec.code == "SlowDown":
             self._metrics.count_slowdown()
+        if isinstance(exc, StorageError) and is_internal(exc, spec):
+            # The client reads S3's words; the detail (paths, causes) is logged here.
+            log.log(logging.INFO if spec.code == "SlowDown" else logging.WARNING,
+                    "request %s (%s %s) answered %s: %s", request_id, operation, resource,
+                    spec.code, exc.message or type(exc).__name__)
         self._metrics.record_error(operation, resource, spec.code, spec.status)
         extra = {}
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
             extra["retry-after"] = str(retry_after)
+        elif spec.status == 503:
+            extra["retry-after"] = "1"
         if spec.status == 405:
             extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
         extra.update(getattr(exc, "response_headers", {}))

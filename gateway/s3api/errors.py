@@ -145,14 +145,29 @@ _TABLE: dict[type[BaseException], S3ErrorSpec] = {
 _INTERNAL = S3ErrorSpec("InternalError", 500)
 
 
+#: what a client reads of a failure on the server's side: S3's words, never paths or the
+#: text of an internal exception (the detail goes to the log, see :func:`is_internal`)
+_INTERNAL_MESSAGES = {500: InternalError.__doc__ or "InternalError",
+                      503: "Please reduce your request rate."}
+
+
+def is_internal(exc: BaseException, spec: S3ErrorSpec) -> bool:
+    """Whether ``exc`` is a failure on the server's side whose message is not for the
+    client (a 500 or 503 not marked ``public``)."""
+    return spec.status in _INTERNAL_MESSAGES and not getattr(exc, "public", False)
+
+
 def s3_error_for(exc: BaseException) -> tuple[S3ErrorSpec, str]:
-    """The S3 code/status and message for ``exc`` (InternalError for anything unknown)."""
+    """The S3 code/status and message for ``exc`` (InternalError for anything unknown);
+    a failure on the server's side gets a fixed message (:func:`is_internal`)."""
     for cls in type(exc).__mro__:
         spec = _TABLE.get(cls)
         if spec is not None:
+            if is_internal(exc, spec):
+                return spec, _INTERNAL_MESSAGES[spec.status]
             message = exc.message if isinstance(exc, StorageError) else str(exc)
             return spec, message
-    return _INTERNAL, InternalError.__doc__ or "InternalError"
+    return _INTERNAL, _INTERNAL_MESSAGES[500]
 
 
 class MetadataTooLarge(ProtocolError):

@@ -119,9 +119,8 @@ class WorkerFront:
                 scope = {**scope, TRUSTED: True}
             handler = self._routes.get((scope["method"], scope["path"]))
             if handler is not None:
-                if self._gate is not None and is_status_path(scope["path"]) and \
-                        (refusal := self._gate.refusal(scope)) is not None:
-                    await refusal(scope, receive, send)
+                if self._gate is not None and is_status_path(scope["path"]):
+                    await self._gate.serve(scope, receive, send, handler)
                     return
                 await handler(scope, receive, send)
                 return

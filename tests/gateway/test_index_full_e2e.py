@@ -44,9 +44,15 @@ def test_full_index_disk_is_unhealthy_then_recovers_without_restart(
         with pytest.raises(ClientError) as refused:
             for i in range(50):  # the WAL's free tail is used up within a few writes
                 s3.put_object(Bucket="lab", Key=f"during-{i}", Body=b"2" * 1000)
-        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        answer = refused.value.response
+        assert answer["ResponseMetadata"]["HTTPStatusCode"] == 503
+        # a full disk is the client's cue to retry later; the message names no file
+        assert answer["Error"]["Code"] == "SlowDown"
+        assert int(answer["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) >= 1
+        assert str(small_disk) not in answer["Error"]["Message"]
         health = httpx.get(f"{server.endpoint}/_squall/health")
         assert health.status_code == 503 and "index" in health.json()["reason"]
+        assert str(small_disk) not in health.text
         (small_disk / "filler").unlink()
         s3.put_object(Bucket="lab", Key="after", Body=b"3" * 1000)  # no restart needed
         assert httpx.get(f"{server.endpoint}/_squall/health").status_code == 200

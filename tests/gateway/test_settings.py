@@ -35,6 +35,8 @@ KEYS = [
     "lifecycle_interval", "lifecycle_day_seconds",
     "workers", "worker_handover", "header_timeout", "body_idle_timeout", "keep_alive_timeout",
     "max_header_bytes", "max_header_count", "max_connections", "max_requests",
+    "body_min_rate", "body_rate_grace", "body_deadline", "body_deadline_rate",
+    "user_max_requests", "user_max_rate", "user_max_bandwidth",
     "backend_probe_interval", "public_status", "status_token", "users_file",
     "default_object_ownership", "default_public_access_block", "qos"
 ]

@@ -15,6 +15,7 @@ from gateway.users import (
     UserError,
     UserExists,
     UserFile,
+    UserLimits,
     admin_user,
     check_secret,
     new_user,
@@ -88,3 +89,19 @@ def test_a_damaged_file_is_refused_at_start_and_kept_around_later(tmp_path: Path
     assert users.user_for(frank.access_key) == frank  # the users known so far still work
     with pytest.raises(ValueError, match="damaged"):
         directory(tmp_path)
+
+
+def test_a_users_own_limits_are_kept_and_cleared(tmp_path: Path) -> None:
+    file = UserFile(tmp_path / "users.json")
+    file.add(new_user("dana"))
+    file.set_limits("dana", UserLimits(max_requests=4, max_bandwidth=1e6))
+    (dana,) = file.read()
+    assert dana.limits == UserLimits(max_requests=4, max_bandwidth=1e6)
+    assert dana.public()["limits"] == {"max_requests": 4, "max_bandwidth": 1e6}
+    file.set_limits("dana", UserLimits())  # none given: the gateway's settings
+    assert file.read()[0].limits is None
+    with pytest.raises(UserError):
+        file.set_limits("nobody", UserLimits(max_rate=1))
+    for bad in ({"max_rate": -1}, {"max_requests": 1.5}, {"max_bandwidth": True}):
+        with pytest.raises(UserError):
+            UserLimits(**bad)  # type: ignore[arg-type]

@@ -1,8 +1,10 @@
-"""The status surface is closed by default: signed requests or the status token read
-it, ``--public-status`` opens it; health stays open. Files the gateway makes are private."""
+"""The status surface is closed by default: the admin's signature or the status token
+read it, ``--public-status`` opens it; another user is refused, or sees the ring alone of
+the cluster view; health stays open. Files the gateway makes are private."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -56,6 +58,29 @@ def test_the_bearer_token_and_a_signature_open_them(closed: SquallProcess, path:
 def test_health_and_the_dashboard_page_stay_open(closed: SquallProcess, path: str) -> None:
     """The page and its files hold no figures; the page asks for the token."""
     assert httpx.get(closed.endpoint + path, timeout=10).status_code == 200
+
+
+def test_a_user_who_is_not_the_admin_reads_no_status(closed: SquallProcess) -> None:
+    """Other users' bucket and object names, errors and keys are in these views."""
+    added = subprocess.run([sys.executable, "-m", "gateway.cli", "user", "add", "carol",
+                            "--endpoint", closed.endpoint, "--json"], timeout=60,
+                           capture_output=True, text=True, env={**os.environ, **SIGNED},
+                           check=False)
+    assert added.returncode == 0, added.stderr
+    carol = json.loads(added.stdout)
+    env = {"SQUALL_ACCESS_KEY": carol["access_key"], "SQUALL_SECRET_KEY": carol["secret_key"]}
+    for path in GATED:
+        url = closed.endpoint + path
+        response = httpx.get(url, headers=status_headers(url, environ=env), timeout=10)
+        if path != "/_squall/cluster":
+            assert response.status_code == 403, (path, response.text)
+            assert response.json()["error"] == "AccessDenied"
+            continue
+        # What a client needs to route requests (the FUSE mount's --route-to-owners).
+        assert response.status_code == 200
+        assert set(response.json()) <= {"format", "hash", "revision", "self", "serving",
+                                        "members"}
+        assert "members" in response.json()
 
 
 def test_a_signature_with_an_unknown_key_is_refused(closed: SquallProcess) -> None:
