@@ -9,7 +9,6 @@ from backends.errors import (
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     NoSuchBucket,
-    NoSuchKey,
     NoSuchUpload,
     PreconditionFailed,
 )
@@ -43,12 +42,9 @@ async def head_bucket(up: Upstream, bucket: str) -> BucketInfo:
     client = await up.client()
     naming = up.naming
     if naming.shared:
-        try:
-            with upstream(bucket, naming.marker(bucket)):
-                response = await client.head_object(Bucket=naming.shared_bucket,
-                                                    Key=naming.marker(bucket))
-        except NoSuchKey:
-            raise NoSuchBucket(bucket) from None
+        response = await up.head_marker(bucket)
+        if response is None:
+            raise NoSuchBucket(bucket)
         return BucketInfo(bucket, float(int(response["LastModified"].timestamp())))
     with upstream(bucket):
         await client.head_bucket(Bucket=bucket)

@@ -50,6 +50,11 @@ _BY_CODE: dict[str, Callable[[Target], e.StorageError]] = {
     "BucketNotEmpty": lambda t: e.BucketNotEmpty(t.bucket),
     "InvalidBucketName": lambda t: e.InvalidBucketName(resource=t.bucket),
     "KeyTooLongError": lambda t: e.KeyTooLong(resource=f"{t.bucket}/{t.key}"),
+    # MinIO: empty, "." or ".." path segments, segments over 255 bytes.
+    "XMinioInvalidObjectName": lambda t: e.InvalidKey(
+        "The upstream service cannot store this key.", resource=t.key),
+    "XMinioInvalidResourceName": lambda t: e.InvalidKey(
+        "The upstream service cannot store this key.", resource=t.key),
     "BadDigest": lambda t: e.BadDigest(),
     "InvalidDigest": lambda t: e.InvalidDigest(),
     "IncompleteBody": lambda t: e.IncompleteBody(),

@@ -13,10 +13,14 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from backends.base import BucketInfo, ObjectInfo
-from backends.errors import NoSuchBucket, NoSuchKey
+from backends.errors import InvalidKey, NoSuchBucket, NoSuchKey
 from backends.keys import INTERNAL_PREFIX
-from backends.s3.errors import upstream
+from backends.s3.errors import error_code, upstream
 from backends.s3.upstream import Upstream
+
+# MinIO refuses a listing whose prefix it could not store as a key (an empty path segment,
+# one over 255 bytes): no key it holds starts with such a prefix.
+REFUSED_PREFIX = "XMinioInvalidObjectName"
 
 
 async def _head_or_none(up: Upstream, bucket: str, key: str) -> ObjectInfo | None:
@@ -44,6 +48,10 @@ async def _keys(up: Upstream, bucket: str, prefix: str,
             return
         except NoSuchBucket:
             raise NoSuchBucket(bucket) from None
+        except InvalidKey as exc:
+            if error_code(exc) == REFUSED_PREFIX:
+                return  # a prefix no key stored there can start with
+            raise
         for entry in page.get("Contents", []):
             key = loc.squall_key(entry["Key"])
             if internal or not key.startswith(INTERNAL_PREFIX):
@@ -83,7 +91,8 @@ async def list_buckets(up: Upstream, prefix: str = "") -> list[BucketInfo]:
         paginator = client.get_paginator("list_objects_v2")
         with upstream(naming.shared_bucket or ""):
             async for page in paginator.paginate(Bucket=naming.shared_bucket,
-                                                 Prefix=naming.prefix + prefix, Delimiter="/"):
+                                                 Prefix=naming.markers + prefix,
+                                                 Delimiter="/"):
                 for entry in page.get("Contents", []):
                     name = naming.bucket_of_marker(entry["Key"])
                     if name is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -11,6 +12,7 @@ from backends.s3.client import ClientHolder
 from backends.s3.config import S3Config
 from backends.s3.errors import error_code, upstream
 from backends.s3.meta import Described, describe, tags_from
+from backends.s3.migration import adopt_legacy, sweep
 from backends.s3.naming import Location, Naming
 
 
@@ -28,9 +30,25 @@ class Upstream:
         # Writes of one key commit one at a time, so the write that returns last is the
         # one the upstream keeps (an upstream may apply concurrent writes in any order).
         self.commits = NamedLocks()
+        # Shared mapping: old bucket markers are moved once per process, before first use.
+        self._swept = not self.naming.shared
+        self._sweep_lock: asyncio.Lock | None = None
 
     async def client(self) -> Any:
-        return await self._clients.get()
+        client = await self._clients.get()
+        if not self._swept:
+            await self._sweep(client)
+        return client
+
+    async def _sweep(self, client: Any) -> None:
+        """Move the first layout's bucket markers (see :mod:`backends.s3.migration`); a
+        failure is raised to the caller and the sweep is tried again on the next use."""
+        if self._sweep_lock is None:
+            self._sweep_lock = asyncio.Lock()
+        async with self._sweep_lock:
+            if not self._swept:
+                await sweep(client, self.naming)
+                self._swept = True
 
     async def aclose(self) -> None:
         await self._clients.aclose()
@@ -40,17 +58,34 @@ class Upstream:
 
     async def bucket_exists(self, bucket: str) -> bool:
         """Shared mode: does the marker exist? Direct mode: does the upstream bucket?"""
+        if self.naming.shared:
+            return await self.head_marker(bucket) is not None
         client = await self.client()
         try:
             with upstream(bucket):
-                if self.naming.shared:
-                    await client.head_object(Bucket=self.naming.shared_bucket,
-                                             Key=self.naming.marker(bucket))
-                else:
-                    await client.head_bucket(Bucket=bucket)
+                await client.head_bucket(Bucket=bucket)
         except (NoSuchKey, NoSuchBucket):
             return False
         return True
+
+    async def head_marker(self, bucket: str) -> dict[str, Any] | None:
+        """Shared mode: the HEAD response of ``bucket``'s marker, None if it has none; an
+        old-layout marker written since the sweep is moved first."""
+        client = await self.client()
+        response = await self._head_marker(client, bucket)
+        if response is None and await adopt_legacy(client, self.naming, bucket):
+            response = await self._head_marker(client, bucket)
+        return response
+
+    async def _head_marker(self, client: Any, bucket: str) -> dict[str, Any] | None:
+        marker = self.naming.marker(bucket)
+        try:
+            with upstream(bucket, marker):
+                response: dict[str, Any] = await client.head_object(
+                    Bucket=self.naming.shared_bucket, Key=marker)
+        except (NoSuchKey, NoSuchBucket):
+            return None
+        return response
 
     async def require_bucket(self, bucket: str) -> None:
         """Shared mode only (upstream checks direct-mode buckets itself): NoSuchBucket."""

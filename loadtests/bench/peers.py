@@ -50,7 +50,7 @@ PEERS: dict[str, PeerSpec] = {
         "minio", "minio", True, _minio_argv,
         lambda c: {"MINIO_ROOT_USER": c.access_key, "MINIO_ROOT_PASSWORD": c.secret_key,
                    "MINIO_BROWSER": "off", "MINIO_UPDATE": "off"},
-        "/", "go install github.com/minio/minio@latest"),
+        "/", "scripts/install-minio.sh"),
     "versitygw": PeerSpec(
         "versitygw", "versitygw", False, _versitygw_argv,
         lambda c: {"ROOT_ACCESS_KEY": c.access_key, "ROOT_SECRET_KEY": c.secret_key},

@@ -1,4 +1,5 @@
-"""Session upstreams for the s3 backend tests: a second real Squall (posix) and moto_server."""
+"""Session upstreams for the s3 backend tests: a second real Squall (posix), moto_server,
+and a MinIO server (skipped, with the reason, where ``minio`` is not installed)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from loadtests.bench.server import ServerProcess
+from loadtests.minio.install import missing_reason
+from loadtests.minio.single import single_node
 from tests.backends.s3.servers import MOTO_ACCESS_KEY, MOTO_SECRET_KEY, MotoProcess
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
@@ -33,6 +37,18 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoProcess]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A real single-drive MinIO server on loopback (the test credentials are its root)."""
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = single_node(tmp_path_factory.mktemp("minio"), ACCESS_KEY, SECRET_KEY)
+    server.start()
+    yield server
+    server.stop()
+
+
 def boto3_client(endpoint: str, access_key: str = ACCESS_KEY,
                  secret_key: str = SECRET_KEY):  # type: ignore[no-untyped-def]
     """A plain boto3 client to look at an upstream directly."""
@@ -50,3 +66,8 @@ def squall_s3(upstream_squall: SquallProcess):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def moto_s3(moto: MotoProcess):  # type: ignore[no-untyped-def]
     return boto3_client(moto.endpoint, MOTO_ACCESS_KEY, MOTO_SECRET_KEY)
+
+
+@pytest.fixture(scope="session")
+def minio_s3(minio: ServerProcess):  # type: ignore[no-untyped-def]
+    return boto3_client(minio.endpoint)

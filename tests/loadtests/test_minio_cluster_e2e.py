@@ -1,0 +1,200 @@
+"""The distributed MinIO of ``python -m loadtests.minio`` behind a Squall gateway.
+
+Four MinIO nodes x two drives (erasure-coded, write quorum 5 of 8 drives), each in a
+network and a mount namespace of its own; Squall (``--backend 's3:...?bucket=...'``, with
+its cache tier) and its client run in the cluster's client namespace, on that namespace's
+loopback. One MinIO node is killed while writes continue: every acknowledged object is
+listed and read back through Squall, and is in MinIO once Squall has flushed; no object
+there is a path prefix of another.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadtests.minio.cluster import MinioCluster
+from loadtests.minio.install import missing_reason
+from loadtests.minio.network import unavailable
+from tests.support.server import ACCESS_KEY, SECRET_KEY
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+SHARED = "squall-store"
+PORT = 9500
+WRITES = 240
+KILL_AFTER = 60
+
+#: Writes WRITES objects through Squall (argv: endpoint, ack file, signal file); each
+#: acknowledged key is appended to the ack file at once; the signal file appears after
+#: KILL_AFTER acknowledgements. Failed writes (not acknowledged) are counted, not fatal.
+WRITER = r"""
+import hashlib, json, random, sys, boto3
+from botocore.config import Config
+endpoint, acks, signal_file, writes, kill_after, access, secret = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
+                  aws_secret_access_key=secret, region_name="us-east-1",
+                  config=Config(retries={"max_attempts": 1}, read_timeout=60))
+s3.create_bucket(Bucket="ckpt")
+failed = 0
+with open(acks, "a") as out:
+    for i in range(int(writes)):
+        key = f"rank{i % 4}/step{i:05d}"
+        body = random.Random(i).randbytes(64 * 1024 + i)
+        try:
+            s3.put_object(Bucket="ckpt", Key=key, Body=body)
+        except Exception as exc:
+            failed += 1
+            print("failed", key, exc, file=sys.stderr)
+            continue
+        out.write(json.dumps([key, hashlib.md5(body).hexdigest()]) + "\n")
+        out.flush()
+        if i + 1 - failed == int(kill_after):
+            open(signal_file, "w").close()
+print(json.dumps({"failed": failed}))
+"""
+
+#: Lists the bucket through Squall and reads every acknowledged key through Squall and
+#: straight from MinIO (argv: squall endpoint, minio endpoint, ack file, ...); prints what
+#: is missing or wrong.
+VERIFIER = r"""
+import hashlib, json, sys, boto3
+squall, minio, acks, shared, access, secret, up_access, up_secret = sys.argv[1:]
+def client(url, a, s):
+    return boto3.client("s3", endpoint_url=url, aws_access_key_id=a,
+                        aws_secret_access_key=s, region_name="us-east-1")
+front, back = client(squall, access, secret), client(minio, up_access, up_secret)
+acked = dict(json.loads(line) for line in open(acks))
+listed = {o["Key"] for page in front.get_paginator("list_objects_v2").paginate(Bucket="ckpt")
+          for o in page.get("Contents", [])}
+stored = {o["Key"] for page in back.get_paginator("list_objects_v2").paginate(Bucket=shared)
+          for o in page.get("Contents", [])}
+def md5(body):
+    return hashlib.md5(body.read()).hexdigest()
+print(json.dumps({
+    "acked": len(acked),
+    "not_listed": sorted(set(acked) - listed),
+    "bad_reads": sorted(k for k, m in acked.items()
+                        if md5(front.get_object(Bucket="ckpt", Key=k)["Body"]) != m),
+    "not_in_minio": sorted(k for k in acked if "ckpt/" + k not in stored),
+    "bad_in_minio": sorted(k for k, m in acked.items() if "ckpt/" + k in stored
+                           and md5(back.get_object(Bucket=shared, Key="ckpt/" + k)["Body"]) != m),
+    "prefix_objects": sorted(k for k in stored if any(o.startswith(k + "/") for o in stored)),
+}))
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[MinioCluster]:
+    reason = unavailable() or missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with MinioCluster(tmp_path / "minio", ACCESS_KEY, SECRET_KEY) as started:
+        yield started
+
+
+def python_in(cluster: MinioCluster, script: str, *args: str,
+              timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    assert cluster.client is not None
+    return cluster.client.run([sys.executable, "-c", script, *args], capture_output=True,
+                              text=True, timeout=timeout, env=cluster.client_env())
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
+        cluster: MinioCluster, tmp_path: Path, cache: bool) -> None:
+    """With the cache tier, MinIO receives the flushes (``squall sync`` at the end runs
+    them with the node dead); without it, every write goes to MinIO as the node dies."""
+    assert cluster.client is not None
+    made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
+                     "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
+                     "region_name='us-east-1').create_bucket(Bucket=sys.argv[4])",
+                     cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
+    assert made.returncode == 0, made.stderr
+    squall_url = f"http://127.0.0.1:{PORT}"
+    env = {**cluster.client_env(), "SQUALL_ACCESS_KEY": ACCESS_KEY,
+           "SQUALL_SECRET_KEY": SECRET_KEY, "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
+           "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
+    with open(tmp_path / "squall.log", "ab") as log:
+        squall = cluster.client.popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{PORT}",
+             "--data-dir", str(tmp_path / "squall"), "--log-level", "warning",
+             "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}",
+             *([] if cache else ["--cache-size", "0"])],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
+                                    f"{squall_url}/_squall/health"], env=env, check=False)
+        assert ready.returncode == 0, (tmp_path / "squall.log").read_text()
+        acks, signal_file = tmp_path / "acks.jsonl", tmp_path / "kill-now"
+        writer = cluster.client.popen(
+            [sys.executable, "-c", WRITER, squall_url, str(acks), str(signal_file),
+             str(WRITES), str(KILL_AFTER), ACCESS_KEY, SECRET_KEY],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not signal_file.exists() and writer.poll() is None:
+            assert time.monotonic() < deadline, "the writer made no progress"
+            time.sleep(0.05)
+        cluster.kill(3)  # the fourth node: Squall talks to the first
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+        acked = sum(1 for _ in acks.open())
+        assert acked >= KILL_AFTER + (WRITES - KILL_AFTER) // 2, (out, err)
+        synced = cluster.client.run([sys.executable, "-m", "gateway.cli", "sync",
+                                     "--endpoint", squall_url], env=env, capture_output=True,
+                                    text=True, timeout=300, check=False)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoint, str(acks), SHARED,
+                            ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
+        assert checked.returncode == 0, checked.stderr
+        report = json.loads(checked.stdout)
+        assert report == {"acked": acked, "not_listed": [], "bad_reads": [],
+                          "not_in_minio": [], "bad_in_minio": [], "prefix_objects": []}
+    finally:
+        if squall.poll() is None:
+            squall.terminate()
+            try:
+                squall.wait(30)
+            except subprocess.TimeoutExpired:
+                squall.kill()
+                squall.wait()
+
+
+def test_the_launcher_starts_prints_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+    reason = unavailable() or missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    launcher = subprocess.Popen([sys.executable, "-m", "loadtests.minio", "--work",
+                                 str(tmp_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        assert launcher.stdout is not None
+        printed = []
+        for line in launcher.stdout:
+            printed.append(line)
+            if line.startswith("Ctrl-C stops everything"):
+                break
+        text = "".join(printed)
+        assert "4 nodes x 2 drives, healthy" in text, text
+        assert text.count(":9000") >= 4 and "access key: " in text and "secret key: " in text
+        prefix = f"squall-m-{launcher.pid}-"
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                               check=True).stdout
+        assert sum(line.startswith(prefix) for line in names.splitlines()) == 6  # 4+client+sw
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(60) == 0
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                               check=True).stdout
+        assert prefix not in names
+        assert not any((tmp_path / "drives").iterdir())  # bind mounts were private
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
