@@ -11,15 +11,21 @@ answer back.
 
 from __future__ import annotations
 
+import logging
+import secrets
 from collections.abc import Sequence
 
 import aiohttp
-from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from yarl import URL
 
+from backends.errors import ServiceUnavailable
 from gateway.cluster.peer_api import request_body
+from gateway.s3api.errors import s3_error_for
+from gateway.s3api.responses import error_response
 from gateway.workers.links import ERRORS, HOP_BY_HOP, describe
+
+log = logging.getLogger("squall.workers")
 
 _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding",
                             b"trailer", b"upgrade", b"date"})
@@ -67,10 +73,7 @@ class WorkerRelay:
                 scope["method"], URL(f"http://worker-{worker}{target}", encoded=True),
                 headers=headers, data=body, allow_redirects=False, compress=None)
         except ERRORS as exc:
-            message = f"worker {worker} of this member is unavailable ({describe(exc)})"
-            await JSONResponse({"error": "ServiceUnavailable", "message": message},
-                               status_code=503, headers={"connection": "close"})(
-                scope, receive, send)
+            await self._unavailable(worker, describe(exc), scope, receive, send)
             return
         try:
             out = [(n.lower(), v) for n, v in response.raw_headers
@@ -87,3 +90,20 @@ class WorkerRelay:
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
+
+    @staticmethod
+    async def _unavailable(worker: int, cause: str, scope: Scope, receive: Receive,
+                           send: Send) -> None:
+        """S3's 503 with Retry-After (the answer goes back to the client through the
+        sending member); the cause goes to the log."""
+        refused = ServiceUnavailable()
+        spec, message = s3_error_for(refused)
+        request_id = secrets.token_hex(8).upper()
+        log.warning("request %s %s %s: worker %d of this member is unavailable (%s)",
+                    request_id, scope["method"], scope["path"], worker, cause)
+        await error_response(spec, message, resource=scope["path"], request_id=request_id,
+                             head=scope["method"] == "HEAD",
+                             extra={"connection": "close", "server": "Squall",
+                                    "x-amz-request-id": request_id,
+                                    "retry-after": str(refused.retry_after)})(
+            scope, receive, send)
