@@ -127,7 +127,7 @@ def _settle_mirrors(cluster: Cluster, timeout: float = 20.0) -> None:
 def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(
         tmp_path: Path, etcd: EtcdServer) -> None:
     """Without copies a member that acknowledged writes is *held*: when its lease ends
-    its keys wait for it (503 naming it) instead of moving; back with its data directory,
+    its keys wait for it (503, the log naming it) instead of moving; back with its data directory,
     it serves them as they were."""
     cluster = Cluster(tmp_path, args=(*THROTTLED, "--dirty-replicas", "1"),
                       coordinator=etcd.url).start()
@@ -147,7 +147,10 @@ def test_one_replica_keeps_the_keys_of_a_dead_member_unavailable(
             with pytest.raises(ClientError) as info:
                 s3[node].get_object(Bucket=BUCKET, Key=key)
             assert info.value.response["Error"]["Code"] == "ServiceUnavailable"
-            assert cluster.urls[2] in info.value.response["Error"]["Message"]
+            assert info.value.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]
+            # the member it waits for is named in the log, not to clients
+            assert cluster.urls[2] not in info.value.response["Error"]["Message"]
+            assert cluster.urls[2] in cluster.nodes[node].log()
         cluster.nodes[2].start()
         cluster.wait_members([0, 1, 2])
         for node in range(3):
