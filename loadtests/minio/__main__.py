@@ -11,9 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loadtests.minio.cluster import MinioCluster
+from loadtests.minio.cluster import MinioCluster, unavailable
 from loadtests.minio.install import missing_reason
-from loadtests.minio.network import unavailable
 
 
 def main(argv: list[str] | None = None) -> int:

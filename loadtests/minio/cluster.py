@@ -12,6 +12,7 @@ removed by :meth:`MinioCluster.stop`.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,11 +21,26 @@ from types import TracebackType
 from typing import Any, Self
 
 from loadtests.minio.install import INSTALL_HINT, find_minio
-from loadtests.minio.network import Host, Network, tool
 from loadtests.minio.single import minio_env
+from loadtests.netns import Host, Network, tool
 
 PORT = 9000
 HEALTH = "/minio/health/cluster"  # 200 once the node has write quorum
+
+
+#: the namespaces' names and subnets (apart from the test suite's networks)
+SCHEME = "squall-m-"
+SUBNETS = range(150, 200)
+
+
+def unavailable() -> str | None:
+    """Why the cluster cannot be built here (a skip reason), or None."""
+    if os.geteuid() != 0:
+        return "network and mount namespaces need root"
+    for name, package in (("ip", "iproute2"), ("unshare", "util-linux")):
+        if shutil.which(tool(name)) is None:
+            return f"`{name}` is missing (apt-get install {package})"
+    return None
 
 
 class ClusterFailed(RuntimeError):
@@ -81,7 +97,7 @@ class MinioCluster:
     def start(self, timeout: float = 180.0) -> Self:
         """Build the network, start every node, wait until each reports write quorum."""
         (self.work / "drives").mkdir(parents=True, exist_ok=True)
-        self.network = Network()
+        self.network = Network(scheme=SCHEME, subnets=SUBNETS, faults=False)
         try:
             self.nodes = [self.network.add_host(f"minio{i + 1}")
                           for i in range(self.node_count)]

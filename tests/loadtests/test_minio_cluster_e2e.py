@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.minio.cluster import MinioCluster
+from loadtests.minio.cluster import MinioCluster, unavailable
 from loadtests.minio.install import missing_reason
-from loadtests.minio.network import unavailable
 from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

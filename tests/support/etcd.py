@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from tests.support.netns import Host
+from loadtests.netns import Host
 
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"

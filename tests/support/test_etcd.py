@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from loadtests.netns import Host, Network, netns_available
 from tests.support.etcd import ETCD, EtcdCluster, EtcdError, EtcdServer, etcd_available
-from tests.support.netns import Host, Network, netns_available
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from loadtests.netns import Host, Network, netns_available
 from tests.gateway.cluster.conftest import SECRET
 from tests.gateway.cluster.history import check, read_ops
 from tests.support.etcd import EtcdCluster, etcd_available
-from tests.support.netns import Host, Network, netns_available
 from tests.support.server import ACCESS_KEY, SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[3]

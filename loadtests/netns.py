@@ -1,4 +1,5 @@
-"""A private test network of Linux network namespaces, with reversible fault injection.
+"""A private network of Linux network namespaces, with reversible fault injection (the
+test suite's partitions, the distributed MinIO of ``python -m loadtests.minio``).
 
 A :class:`Network` is one "switch" namespace holding a bridge, plus one namespace per
 :class:`Host`, joined to the bridge by a veth pair (``eth0`` on the host's side). Nothing
@@ -8,13 +9,15 @@ clients of the servers under test run in a host of their own (e.g. one named "cl
 Names and addresses (chosen so that concurrent pytest processes and leftovers of crashed
 ones never collide):
 
-* namespaces are ``squall-t-<pid>-<n>-sw`` (the switch) and ``squall-t-<pid>-<n>-<host>``,
-  where ``<pid>`` is the creating process and ``<n>`` counts its Networks; a new Network
-  first deletes namespaces of that scheme whose ``<pid>`` is no longer alive (killing the
-  processes still inside them, which only tests ever start there);
-* each Network gets ``10.<200 + n % 56>.<pid % 256>.0/24``; host ``k`` (from 0) is ``.k+1``.
-  The subnets live only on each Network's own bridge, so even an accidental overlap
-  between two Networks could not mix their traffic.
+* namespaces are ``<scheme><pid>-<n>-sw`` (the switch) and ``<scheme><pid>-<n>-<host>``
+  (the scheme ``squall-t-`` for tests, ``squall-m-`` for the MinIO launcher), where
+  ``<pid>`` is the creating process and ``<n>`` counts its Networks; a new Network first
+  deletes namespaces of its scheme whose ``<pid>`` is no longer alive (killing the
+  processes still inside them, which only their Network ever starts there);
+* each Network gets ``10.<base + n % count>.<pid % 256>.0/24`` (tests: 10.200-255,
+  the launcher: 10.150-199); host ``k`` (from 0) is ``.k+1``. The subnets live only on
+  each Network's own bridge, so even an accidental overlap between two Networks could not
+  mix their traffic.
 
 Faults: :meth:`Network.cut` adds the peer's address to a set of a table of our own
 (``inet squall_faults``) in each host's namespace, whose prerouting chain drops every
@@ -38,8 +41,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-PREFIX = "squall-t-"
-_LEFTOVER = re.compile(rf"^{PREFIX}(\d+)-")
+#: the namespace names of the test suite's networks
+TEST_SCHEME = "squall-t-"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _networks = itertools.count()
 
@@ -65,12 +68,13 @@ class NetemUnavailable(NetnsError):
     """The kernel has no ``netem`` queueing discipline, so links cannot be slowed."""
 
 
-def _tool(name: str) -> str:
+def tool(name: str) -> str:
+    """``name`` on PATH or in /usr/sbin:/sbin (ip, for one, often lives there)."""
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin") or name
 
 
 def _run(argv: Sequence[str], *, stdin: str | None = None, check: bool = True) -> str:
-    done = subprocess.run([_tool(argv[0]), *argv[1:]], input=stdin, capture_output=True,
+    done = subprocess.run([tool(argv[0]), *argv[1:]], input=stdin, capture_output=True,
                           text=True, timeout=30, check=False)
     if check and done.returncode != 0:
         raise NetnsError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
@@ -101,11 +105,12 @@ def _delete_namespace(name: str) -> None:
     _run(["ip", "netns", "delete", name], check=False)
 
 
-def remove_leftovers() -> list[str]:
-    """Delete namespaces of our naming scheme whose creating process is gone."""
+def remove_leftovers(scheme: str = TEST_SCHEME) -> list[str]:
+    """Delete namespaces of the naming ``scheme`` whose creating process is gone."""
+    leftover = re.compile(rf"^{re.escape(scheme)}(\d+)-")
     removed = []
     for name in _namespaces():
-        match = _LEFTOVER.match(name)
+        match = leftover.match(name)
         if match and not _alive(int(match.group(1))):
             _delete_namespace(name)
             removed.append(name)
@@ -121,22 +126,23 @@ class Host:
     address: str
     network: Network = field(repr=False)
 
-    def _argv(self, argv: Sequence[str]) -> list[str]:
-        return [_tool("ip"), "netns", "exec", self.netns, *argv]
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run inside the namespace (``ip netns exec`` execs it: same PID)."""
+        return [tool("ip"), "netns", "exec", self.netns, *argv]
 
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start ``argv`` in the namespace (``ip netns exec`` execs it: the PID is the
         command's). ``kwargs`` go to :class:`subprocess.Popen`; the Network kills the
         process at ``close()`` if it still runs."""
-        proc: subprocess.Popen[Any] = subprocess.Popen(self._argv(argv), **kwargs)
-        self.network._processes.append(proc)
+        proc: subprocess.Popen[Any] = subprocess.Popen(self.argv(argv), **kwargs)
+        self.network.processes.append(proc)
         return proc
 
     def run(self, argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         """Run ``argv`` in the namespace to completion (``kwargs`` as
         :func:`subprocess.run`'s)."""
         check = bool(kwargs.pop("check", False))
-        done: subprocess.CompletedProcess[Any] = subprocess.run(self._argv(argv), check=check,
+        done: subprocess.CompletedProcess[Any] = subprocess.run(self.argv(argv), check=check,
                                                                 **kwargs)
         return done
 
@@ -144,17 +150,22 @@ class Host:
 class Network:
     """A bridge and the hosts joined to it; ``close()`` removes all of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, scheme: str = TEST_SCHEME, subnets: range = range(200, 256),
+                 faults: bool = True) -> None:
+        """``scheme``: the namespaces' name prefix; ``subnets``: the second octets its
+        networks take turns on; ``faults``: each host gets the nftables table that
+        :meth:`cut` fills (needs nft)."""
         self._n = next(_networks)
         pid = os.getpid()
-        self.prefix = f"{PREFIX}{pid}-{self._n}-"
-        self.subnet = f"10.{200 + self._n % 56}.{pid % 256}.0/24"
+        self.prefix = f"{scheme}{pid}-{self._n}-"
+        self.subnet = f"10.{subnets[self._n % len(subnets)]}.{pid % 256}.0/24"
         self.hosts: dict[str, Host] = {}
-        self._processes: list[subprocess.Popen[Any]] = []
+        self.processes: list[subprocess.Popen[Any]] = []
+        self._faults = faults
         self._made: list[str] = []  # namespaces, in creation order
         self._cuts: set[frozenset[str]] = set()
         self._closed = False
-        remove_leftovers()
+        remove_leftovers(scheme)
         self.switch = f"{self.prefix}sw"
         try:
             self._add_namespace(self.switch)
@@ -178,7 +189,7 @@ class Network:
 
     def add_host(self, name: str) -> Host:
         """A new namespace joined to the bridge, with ``lo`` and ``eth0`` up, the next
-        address of the subnet and our (empty) fault table."""
+        address of the subnet and (with ``faults``) our empty fault table."""
         if self._closed:
             raise NetnsError("the network is closed")
         if not _NAME.match(name) or name == "sw" or name in self.hosts:
@@ -196,7 +207,8 @@ class Network:
         _run(["ip", "-n", self.switch, "link", "set", port, "master", "br0", "up"])
         _run(["ip", "-n", netns, "addr", "add", f"{address}/24", "dev", INTERFACE])
         _run(["ip", "-n", netns, "link", "set", INTERFACE, "up"])
-        _run(["ip", "netns", "exec", netns, "nft", "-f", "-"], stdin=_FAULTS)
+        if self._faults:
+            _run(["ip", "netns", "exec", netns, "nft", "-f", "-"], stdin=_FAULTS)
         host = Host(name, netns, address, self)
         self.hosts[name] = host
         return host
@@ -281,7 +293,7 @@ class Network:
         if self._closed:
             return
         self._closed = True
-        for proc in self._processes:
+        for proc in self.processes:
             if proc.poll() is None:
                 proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -298,10 +310,10 @@ def netns_available() -> str | None:
     not (for ``pytest.skip``). Leaves nothing behind."""
     if os.geteuid() != 0:
         return "network namespaces need root"
-    for tool in ("ip", "nft", "tc"):
-        if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
-            package = {"ip": "iproute2", "nft": "nftables", "tc": "iproute2"}[tool]
-            return f"`{tool}` is missing (apt-get install {package})"
+    for name in ("ip", "nft", "tc"):
+        if shutil.which(tool(name)) is None:
+            package = {"ip": "iproute2", "nft": "nftables", "tc": "iproute2"}[name]
+            return f"`{name}` is missing (apt-get install {package})"
     try:
         with Network() as net:
             net.add_host("probe")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.netns import (
-    PREFIX,
+from loadtests.netns import (
+    TEST_SCHEME,
     Host,
     NetemUnavailable,
     Network,
@@ -102,7 +102,7 @@ def _ours() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
                          check=True).stdout
     return [line.split()[0] for line in out.splitlines()
-            if line.startswith(f"{PREFIX}{os.getpid()}-")]
+            if line.startswith(f"{TEST_SCHEME}{os.getpid()}-")]
 
 
 def _echo(host: Host) -> subprocess.Popen[str]:
@@ -260,8 +260,8 @@ def test_close_on_error_inside_the_block() -> None:
 
 def test_leftovers_of_dead_processes_are_removed_at_construction() -> None:
     _require()
-    dead = f"{PREFIX}4194305-0-sw"  # above PID_MAX_LIMIT: never a live process
-    alive = f"{PREFIX}{os.getpid()}-999999-sw"
+    dead = f"{TEST_SCHEME}4194305-0-sw"  # above PID_MAX_LIMIT: never a live process
+    alive = f"{TEST_SCHEME}{os.getpid()}-999999-sw"
     for name in (dead, alive):
         subprocess.run(["ip", "netns", "add", name], check=True)
     try:
