@@ -2,7 +2,7 @@
 
 Ownership never moves: every key has one owner for the life of the list, so there is
 nothing to hand over and nobody to fence. A member that is down or cut off makes its
-keys unavailable (503 naming it) until it returns; no other member serves them, so a
+keys unavailable (503; the log names it) until it returns; no other member serves them, so a
 partition cannot make two members serve one key. Mirrored write-back, failover and
 live changes need a coordinator (docs/cluster.md).
 """
