@@ -11,9 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from gateway.auth.client import admin_request
+from gateway.auth.client import admin_request, credentials_from_env
 from gateway.settings import BackendSpec
-from gateway.sync_cli import _credentials
 
 COMMANDS = ("fsck", "providers")
 
@@ -71,7 +70,7 @@ def _providers(args: argparse.Namespace) -> int:
         print("squall providers add: give the new provider's directory", file=sys.stderr)
         return 2
     try:
-        creds = _credentials()
+        creds = credentials_from_env()
     except ValueError as exc:
         print(f"squall providers: {exc}", file=sys.stderr)
         return 2

@@ -9,9 +9,7 @@ exit: 1 for a refusal or an unreachable gateway, 2 for missing credentials.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import ssl
 import sys
 import time
@@ -22,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import httpx
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from gateway.auth.client import credentials_from_env, signed_headers
 from gateway.humanize import format_bytes, format_duration
 from gateway.tls import add_ca_bundle_option, endpoint_context
 
@@ -54,14 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bucket", help="only this bucket")
     p.add_argument("--region", default="us-east-1")
     add_ca_bundle_option(p)
-
-
-def _credentials() -> Credentials:
-    access = os.environ.get("SQUALL_ACCESS_KEY") or os.environ.get("AWS_ACCESS_KEY_ID")
-    secret = os.environ.get("SQUALL_SECRET_KEY") or os.environ.get("AWS_SECRET_ACCESS_KEY")
-    if not access or not secret:
-        raise ValueError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY")
-    return Credentials(access, secret)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +88,7 @@ class Gateway:
         self._http.close()
 
     def _signed(self, method: str, url: str) -> dict[str, str]:
-        request = AWSRequest(method=method, url=url, data=b"")
-        request.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
-        S3SigV4Auth(self._credentials, "s3", self._region).add_auth(request)
-        return dict(request.headers.items())
+        return signed_headers(url, self._credentials, method=method, region=self._region)
 
     def check_bucket(self, bucket: str) -> None:
         """HeadBucket: SyncFailed when it does not exist or the credentials are refused."""
@@ -226,7 +212,7 @@ class Progress:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        creds = _credentials()
+        creds = credentials_from_env()
         verify = endpoint_context(args.ca_bundle)
     except ValueError as exc:
         print(f"squall: {exc}", file=sys.stderr)

@@ -19,9 +19,8 @@ from typing import Any
 
 import httpx
 
-from gateway.auth.client import admin_request
+from gateway.auth.client import admin_request, credentials_from_env
 from gateway.auth.users_api import bandwidth_of
-from gateway.cost.calibrate import credentials_from_env
 from gateway.credentials import load_or_generate
 from gateway.users import (
     USERS_FILE,

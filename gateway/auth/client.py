@@ -23,6 +23,16 @@ _PAIRS = (("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY"),
           ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"))
 
 
+def credentials_from_env(environ: Mapping[str, str] = os.environ) -> Credentials:
+    """The client credentials every command uses: ``SQUALL_ACCESS_KEY``/
+    ``SQUALL_SECRET_KEY``, else ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``; ValueError
+    when neither pair is set."""
+    for access, secret in _PAIRS:
+        if environ.get(access) and environ.get(secret):
+            return Credentials(environ[access], environ[secret])
+    raise ValueError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY")
+
+
 def signed_headers(url: str, credentials: Credentials, *, method: str = "GET",
                    region: str = "us-east-1") -> dict[str, str]:
     """SigV4 headers for a bodiless ``method`` request to ``url`` (with its query)."""
@@ -59,8 +69,8 @@ def status_headers(url: str, *, method: str = "GET", region: str = "us-east-1",
     """Headers authorizing a bodiless ``method`` request to ``url`` (with its query)."""
     if environ.get(TOKEN_ENV):
         return {"Authorization": f"Bearer {environ[TOKEN_ENV]}"}
-    for access, secret in _PAIRS:
-        if environ.get(access) and environ.get(secret):
-            return signed_headers(url, Credentials(environ[access], environ[secret]),
-                                  method=method, region=region)
-    return {}
+    try:
+        credentials = credentials_from_env(environ)
+    except ValueError:
+        return {}
+    return signed_headers(url, credentials, method=method, region=region)

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from gateway.auth.client import admin_request, refusal_detail
+from gateway.auth.client import admin_request, credentials_from_env, refusal_detail
 from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClient
 from gateway.cluster.coordinator.keys import HELD, MEMBERS, SYNCED, Layout, Registration
 from gateway.cluster.coordinator.settings import (
@@ -33,7 +33,6 @@ from gateway.cluster.coordinator.settings import (
     coordinator_settings,
 )
 from gateway.cluster.view import member_id
-from gateway.cost.calibrate import credentials_from_env
 
 NAME = "squall cluster"
 

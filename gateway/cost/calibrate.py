@@ -44,15 +44,6 @@ class CalibrationFailed(RuntimeError):
     """The gateway refused a request or did not become quiet in time."""
 
 
-def credentials_from_env() -> Credentials:
-    """SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY, else AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
-    for access, secret in (("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY"),
-                           ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")):
-        if os.environ.get(access) and os.environ.get(secret):
-            return Credentials(os.environ[access], os.environ[secret])
-    raise ValueError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY")
-
-
 class GatewayClient:
     """The few signed requests calibration needs (one ``httpx.Client`` per thread)."""
 

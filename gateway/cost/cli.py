@@ -235,11 +235,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     import httpx
     from tqdm import tqdm
 
+    from gateway.auth.client import credentials_from_env
     from gateway.cost import calibrate as cal
 
     if args.writers < 1:
         raise ValueError("--writers must be >= 1")
-    gw = cal.GatewayClient(args.endpoint, cal.credentials_from_env(), args.region)
+    gw = cal.GatewayClient(args.endpoint, credentials_from_env(), args.region)
     plan = cal.Plan(sizes=args.sizes, cache_sizes=args.cache_sizes, writers=args.writers,
                     object_size=args.object_size, bucket=args.bucket,
                     quiet_timeout_s=args.quiet_timeout)

@@ -9,7 +9,6 @@ as ``squall sync`` signs its own; the gateway answers it without, like its statu
 from __future__ import annotations
 
 import argparse
-import os
 import ssl
 import sys
 import time
@@ -17,16 +16,12 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gateway.auth.client import TOKEN_ENV
-from gateway.cost.calibrate import credentials_from_env
+from gateway.auth.client import status_headers
 from gateway.dashboard.routes import DATA_PATH
 from gateway.dashboard.snapshot import RATE_WINDOW_S
 from gateway.humanize import format_bytes, format_duration
@@ -69,21 +64,11 @@ class Poller:
     def __init__(self, endpoint: str, region: str, *,
                  verify: ssl.SSLContext | bool = True) -> None:
         self.url = endpoint.rstrip("/") + DATA_PATH
-        try:
-            credentials: Credentials | None = credentials_from_env()
-        except ValueError:
-            credentials = None
-        self._auth = S3SigV4Auth(credentials, "s3", region) if credentials else None
+        self._region = region
         self._client = httpx.Client(timeout=10.0, verify=verify)
 
     def fetch(self) -> dict[str, Any]:
-        headers: dict[str, str] = {}
-        if os.environ.get(TOKEN_ENV):
-            headers = {"Authorization": f"Bearer {os.environ[TOKEN_ENV]}"}
-        elif self._auth is not None:
-            request = AWSRequest(method="GET", url=self.url, data=b"")
-            self._auth.add_auth(request)
-            headers = dict(request.headers.items())
+        headers = status_headers(self.url, region=self._region)
         try:
             response = self._client.get(self.url, headers=headers)
         except httpx.HTTPError as exc:

@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from gateway.auth.client import admin_request, refusal_detail
-from gateway.cost.calibrate import credentials_from_env
+from gateway.auth.client import admin_request, credentials_from_env, refusal_detail
 from gateway.qos.api import validation_message
 from gateway.qos.model import QosClass
 

@@ -19,8 +19,8 @@ from typing import Any, Self
 
 import httpx
 
-from gateway.auth.client import status_headers
-from gateway.cost.calibrate import GatewayClient, credentials_from_env, write_dataset
+from gateway.auth.client import credentials_from_env, status_headers
+from gateway.cost.calibrate import GatewayClient, write_dataset
 
 MB = 1_000_000
 
