@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gateway.auth.client import status_headers
+from gateway.auth.client import refusal_detail, status_headers
 from gateway.dashboard.routes import DATA_PATH
 from gateway.dashboard.snapshot import RATE_WINDOW_S
 from gateway.humanize import format_bytes, format_duration
@@ -75,7 +75,7 @@ class Poller:
             raise TopError(f"cannot reach {self.url}: {exc}") from exc
         if response.status_code != 200:
             raise TopError(f"{self.url} answered {response.status_code}: "
-                           f"{_reason(response)}")
+                           f"{refusal_detail(response)}")
         try:
             doc = response.json()
         except ValueError as exc:
@@ -87,16 +87,6 @@ class Poller:
 
     def close(self) -> None:
         self._client.close()
-
-
-def _reason(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200] or response.reason_phrase
-    if isinstance(body, dict) and "error" in body:
-        return f"{body['error']}: {body.get('message', '')}"
-    return str(body)[:200]
 
 
 def run(args: argparse.Namespace) -> int:
