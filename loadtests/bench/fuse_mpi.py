@@ -14,8 +14,7 @@ Targets: a local directory in the work directory (the disk of the gateway's data
 the ranks' ranges are one upload), and an s3fs-fuse mount (when ``s3fs`` is installed), both
 of a gateway this driver starts on a free loopback port. The time is rank 0's, from a barrier
 before the first open to a barrier after the last close (``MPI.Wtime``). The ranks' bytes come
-from the generators of the test jobs (``tests/gateway/fuse_mount/mpi_checkpoint.py`` and
-``mpi_n1_checkpoint.py``), written once to content files that each rank reads before the clock
+from the generators of the test jobs (:mod:`loadtests.mpi.content`), written once to content files that each rank reads before the clock
 starts; after every run each file (local) or object (at the gateway) is checked for its size and
 SHA-256. Every ``mpirun`` has a timeout; mounts are unmounted and the gateway stopped by PID,
 also on failure or Ctrl-C.
@@ -69,7 +68,7 @@ from loadtests.bench.mpi_writer import (
     total_bytes,
 )
 from loadtests.bench.server import wait_settled
-from tests.gateway.fuse_mount.mpi_checkpoint import checkpoint_key
+from loadtests.mpi.content import checkpoint_key
 
 REPO = Path(__file__).resolve().parents[2]
 #: Keys of the N-1 files, relative to the bucket: ``--shared-files`` of the squall mount.
