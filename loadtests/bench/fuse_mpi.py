@@ -28,7 +28,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -69,6 +68,7 @@ from loadtests.bench.mpi_writer import (
 )
 from loadtests.bench.server import wait_settled
 from loadtests.mpi.content import checkpoint_key
+from loadtests.mpi.launch import mpi_unavailable, mpirun_argv, stop_job
 
 REPO = Path(__file__).resolve().parents[2]
 #: Keys of the N-1 files, relative to the bucket: ``--shared-files`` of the squall mount.
@@ -128,28 +128,6 @@ class Report:
 # MPI and the content of the ranks
 
 
-def mpi_unavailable() -> str | None:
-    """Why the MPI job cannot run here, or None."""
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed (Debian package openmpi-bin)"
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (PyPI package mpi4py)"
-    return None
-
-
-def mpirun_argv(ranks: int) -> list[str]:
-    argv = ["mpirun", "-n", str(ranks)]
-    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
-                             timeout=30, check=False)
-    if "Open MPI" in version.stdout + version.stderr:
-        argv.append("--oversubscribe")
-        if os.geteuid() == 0:
-            argv.append("--allow-run-as-root")
-    return argv
-
-
 def _write_content(mode: str, job: Job, rank: int, step: int, path: Path) -> str:
     data = content(mode, job.ranks, rank, step, job.size)
     path.write_bytes(data)
@@ -184,22 +162,6 @@ def prepare_content(job: Job, directory: Path) -> dict[str, Expected]:
     return {"nn": nn, "n1": n1}
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """Stop mpirun and its ranks (the process group it leads), SIGKILL if they linger."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_job(job: Job, mode: str, directory: Path, content_dir: Path, log_path: Path,
             timeout: float) -> float:
     """One ``mpirun`` of the job; the seconds rank 0 measured. Raises RuntimeError when it
@@ -219,7 +181,7 @@ def run_job(job: Job, mode: str, directory: Path, content_dir: Path, log_path: P
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"mpirun timed out after {timeout:g} s (log: {log_path})") from None
         finally:
-            _stop(proc)
+            stop_job(proc)
         log.write(out)
     if proc.returncode != 0:
         tail = log_path.read_text(errors="replace")[-2000:]

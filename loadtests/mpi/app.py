@@ -151,7 +151,7 @@ def run(job: Job, iterations: int, checkpoints: int, io: bool) -> dict[str, Any]
         if not io:
             return
         job.make_dirs(step)
-        data = memoryview(grid[1:-1]).cast("B")
+        data = grid[1:-1].data.cast("B")
         job.timed("init" if step == 0 else f"ckpt{step}", lambda: job.checkpoint(step, data))
         sums[step] = digests(model, data)
 
@@ -171,9 +171,8 @@ def run(job: Job, iterations: int, checkpoints: int, io: bool) -> dict[str, Any]
         done += steps
         if checkpoints:
             dump(k)
-    gathered = comm.gather(sums, root=0)
-    return {"digests": {str(step): [g[step] for g in gathered] for step in sums}
-            if rank == 0 else {}}
+    gathered = comm.gather(sums, root=0) or []
+    return {"digests": {str(step): [g[step] for g in gathered] for step in sums}}
 
 
 def restart(job: Job, manifest: dict[str, Any]) -> int:
