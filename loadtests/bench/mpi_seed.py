@@ -32,13 +32,12 @@ from loadtests.bench.mpi_seed_runs import Outcome, Shape, Store, compute_baselin
 from loadtests.mpi.ior import MODES, IorModel
 
 NAMES = ("static-slow", "static-fast", "adaptive")
-HEADROOM = 4
 
 
 def gateway_args(name: str, backend_size: int, initial_cache: int,
                  inactivity_delay_s: float, store_mb_s: float = 0.0) -> list[str]:
-    """The gateway's flags; adaptive declares the store's bandwidth (the elastic controller
-    measures bursts against it) as ``HEADROOM`` x the calibrated B_b, so it never binds."""
+    """The gateway's flags; adaptive declares the store's reserved bandwidth B_b (the
+    elastic controller measures bursts against it) as static-slow calibrated it."""
     common = ["--cost-backend-size-gb", f"{backend_size / 1e9:g}",
               "--inactivity-delay", f"{inactivity_delay_s:g}"]
     if name == "static-slow":
@@ -46,7 +45,7 @@ def gateway_args(name: str, backend_size: int, initial_cache: int,
     if name == "static-fast":
         return ["--cache-size", str(backend_size), *common]
     return ["--cache-mode", "elastic", "--cache-size", str(initial_cache),
-            "--backend-bandwidth", f"{HEADROOM * store_mb_s:.0f}MB/s", *common]
+            "--backend-bandwidth", f"{store_mb_s:.0f}MB/s", *common]
 
 
 def inner(args: argparse.Namespace, shape: Shape) -> int:
