@@ -43,6 +43,7 @@ SLOW_PATHS = (
     "tests/loadtests/test_elastic_bench.py", "tests/loadtests/test_burst.py",
     "tests/loadtests/test_memory.py", "tests/loadtests/test_warp.py",
     "tests/loadtests/test_scenarios.py", "tests/loadtests/test_qos_bench.py",
+    "tests/loadtests/test_mpi_app.py",
     "tests/gateway/versioning/test_crash.py", "tests/gateway/cost/test_calibrate.py",
 )
 

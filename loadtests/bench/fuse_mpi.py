@@ -14,8 +14,7 @@ Targets: a local directory in the work directory (the disk of the gateway's data
 the ranks' ranges are one upload), and an s3fs-fuse mount (when ``s3fs`` is installed), both
 of a gateway this driver starts on a free loopback port. The time is rank 0's, from a barrier
 before the first open to a barrier after the last close (``MPI.Wtime``). The ranks' bytes come
-from the generators of the test jobs (``tests/gateway/fuse_mount/mpi_checkpoint.py`` and
-``mpi_n1_checkpoint.py``), written once to content files that each rank reads before the clock
+from the generators of the test jobs (:mod:`loadtests.mpi.content`), written once to content files that each rank reads before the clock
 starts; after every run each file (local) or object (at the gateway) is checked for its size and
 SHA-256. Every ``mpirun`` has a timeout; mounts are unmounted and the gateway stopped by PID,
 also on failure or Ctrl-C.
@@ -29,7 +28,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -69,7 +67,8 @@ from loadtests.bench.mpi_writer import (
     total_bytes,
 )
 from loadtests.bench.server import wait_settled
-from tests.gateway.fuse_mount.mpi_checkpoint import checkpoint_key
+from loadtests.mpi.content import checkpoint_key
+from loadtests.mpi.launch import mpi_unavailable, mpirun_argv, stop_job
 
 REPO = Path(__file__).resolve().parents[2]
 #: Keys of the N-1 files, relative to the bucket: ``--shared-files`` of the squall mount.
@@ -129,28 +128,6 @@ class Report:
 # MPI and the content of the ranks
 
 
-def mpi_unavailable() -> str | None:
-    """Why the MPI job cannot run here, or None."""
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed (Debian package openmpi-bin)"
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (PyPI package mpi4py)"
-    return None
-
-
-def mpirun_argv(ranks: int) -> list[str]:
-    argv = ["mpirun", "-n", str(ranks)]
-    version = subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
-                             timeout=30, check=False)
-    if "Open MPI" in version.stdout + version.stderr:
-        argv.append("--oversubscribe")
-        if os.geteuid() == 0:
-            argv.append("--allow-run-as-root")
-    return argv
-
-
 def _write_content(mode: str, job: Job, rank: int, step: int, path: Path) -> str:
     data = content(mode, job.ranks, rank, step, job.size)
     path.write_bytes(data)
@@ -185,22 +162,6 @@ def prepare_content(job: Job, directory: Path) -> dict[str, Expected]:
     return {"nn": nn, "n1": n1}
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """Stop mpirun and its ranks (the process group it leads), SIGKILL if they linger."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_job(job: Job, mode: str, directory: Path, content_dir: Path, log_path: Path,
             timeout: float) -> float:
     """One ``mpirun`` of the job; the seconds rank 0 measured. Raises RuntimeError when it
@@ -220,7 +181,7 @@ def run_job(job: Job, mode: str, directory: Path, content_dir: Path, log_path: P
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"mpirun timed out after {timeout:g} s (log: {log_path})") from None
         finally:
-            _stop(proc)
+            stop_job(proc)
         log.write(out)
     if proc.returncode != 0:
         tail = log_path.read_text(errors="replace")[-2000:]

@@ -24,12 +24,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.gateway.fuse_mount.mpi_checkpoint import (
+from loadtests.mpi.content import (
     checkpoint_bytes,
     checkpoint_key,
     checkpoint_size,
+    layout,
+    range_bytes,
 )
-from tests.gateway.fuse_mount.mpi_n1_checkpoint import layout, range_bytes
 
 MiB = 1024 * 1024
 MODES = ("nn", "n1")

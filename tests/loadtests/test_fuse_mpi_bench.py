@@ -11,7 +11,7 @@ import pytest
 from loadtests.bench.fuse import Column, MiB, fuse_unavailable
 from loadtests.bench.fuse_mpi import Job, Report, main, mpi_unavailable
 from loadtests.bench.mpi_writer import n1_calls, n1_range, pieces, total_bytes
-from tests.gateway.fuse_mount.mpi_n1_checkpoint import layout
+from loadtests.mpi.content import layout
 
 
 def test_n1_ranges_are_contiguous_disjoint_and_cover_the_file() -> None:

@@ -5,39 +5,24 @@ Run as ``mpirun -n N python mpi_checkpoint.py DIRECTORY [--steps K] [--size BYTE
 :func:`checkpoint_bytes`, fsyncs and closes it; all ranks meet at a barrier after every step,
 as a bulk-synchronous code does. Rank 0 prints ``checkpointed N ranks x K steps`` at the end.
 
-:func:`checkpoint_bytes` needs no MPI, so the test that reads the objects back imports it.
+The contents come from :mod:`loadtests.mpi.content` (no MPI needed), where the test that
+reads the objects back and the benchmarks find them too.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from collections.abc import Sequence
 
+from loadtests.mpi.content import (  # noqa: F401 (the tests import them from here too)
+    DEFAULT_SIZE,
+    checkpoint_bytes,
+    checkpoint_key,
+    checkpoint_size,
+)
+
 DEFAULT_STEPS = 3
-DEFAULT_SIZE = 256 * 1024
-
-
-def checkpoint_key(rank: int, step: int) -> str:
-    return f"rank-{rank}/step-{step}.bin"
-
-
-def checkpoint_size(rank: int, step: int, base: int = DEFAULT_SIZE) -> int:
-    """Sizes differ per rank and step (and are not block multiples) so mix-ups show."""
-    return base + 4099 * rank + 37 * step
-
-
-def checkpoint_bytes(rank: int, step: int, base: int = DEFAULT_SIZE) -> bytes:
-    """Deterministic content: SHA-256 in counter mode over (rank, step)."""
-    size = checkpoint_size(rank, step, base)
-    seed = f"squall-checkpoint/{rank}/{step}".encode()
-    out = bytearray()
-    counter = 0
-    while len(out) < size:
-        out += hashlib.sha256(seed + counter.to_bytes(8, "big")).digest()
-        counter += 1
-    return bytes(out[:size])
 
 
 def write_checkpoint(directory: str, rank: int, step: int, base: int) -> None:

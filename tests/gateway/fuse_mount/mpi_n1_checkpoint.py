@@ -9,49 +9,24 @@ odd size (:func:`layout`), so the ranks' ranges interleave through the file and 
 overlap. Each rank writes its ranges with one collective ``Write_at_all`` per record, then
 ``Sync`` and ``Close``; rank 0 prints ``n-1 checkpoint of N ranks x K records: SIZE bytes``.
 
-:func:`layout` and :func:`expected_bytes` need no MPI, so the test that reads the object
-back imports them.
+:func:`layout` and :func:`expected_bytes` live in :mod:`loadtests.mpi.content` (no MPI
+needed), where the tests that read the object back and the benchmarks find them.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 from collections.abc import Sequence
 
+from loadtests.mpi.content import (  # noqa: F401 (the tests import them from here too)
+    DEFAULT_RANGE,
+    expected_bytes,
+    layout,
+    range_bytes,
+)
+
 DEFAULT_RECORDS = 3
-DEFAULT_SIZE = 300_001  # base bytes per rank and record: odd, not a page or block multiple
-
-
-def range_size(rank: int, record: int, base: int = DEFAULT_SIZE) -> int:
-    return base + 4099 * rank + 37 * record
-
-
-def layout(ranks: int, records: int, base: int = DEFAULT_SIZE) -> list[tuple[int, int, int]]:
-    """(rank, offset, length) of every range, in file order."""
-    out: list[tuple[int, int, int]] = []
-    offset = 0
-    for record in range(records):
-        for rank in range(ranks):
-            length = range_size(rank, record, base)
-            out.append((rank, offset, length))
-            offset += length
-    return out
-
-
-def range_bytes(rank: int, offset: int, length: int) -> bytes:
-    """Deterministic content of one range: SHA-256 in counter mode over (rank, offset)."""
-    seed = f"squall-n1/{rank}/{offset}".encode()
-    out = bytearray()
-    counter = 0
-    while len(out) < length:
-        out += hashlib.sha256(seed + counter.to_bytes(8, "big")).digest()
-        counter += 1
-    return bytes(out[:length])
-
-
-def expected_bytes(ranks: int, records: int, base: int = DEFAULT_SIZE) -> bytes:
-    return b"".join(range_bytes(r, o, n) for r, o, n in layout(ranks, records, base))
+DEFAULT_SIZE = DEFAULT_RANGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
