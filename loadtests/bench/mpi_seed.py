@@ -80,9 +80,8 @@ def inner(args: argparse.Namespace, shape: Shape) -> int:
 
 def outer(argv: Sequence[str]) -> int:
     """Start the distributed MinIO, run :func:`inner` in its client namespace, stop it."""
-    from loadtests.minio.cluster import MinioCluster
+    from loadtests.minio.cluster import MinioCluster, unavailable
     from loadtests.minio.install import missing_reason
-    from loadtests.minio.network import unavailable
 
     reason = unavailable() or missing_reason()
     if reason is not None:
