@@ -278,6 +278,23 @@ class CacheTier:
         return self.unhealthy
 
     @property
+    def degraded(self) -> str | None:
+        """Why the backend takes no flushes now (they have kept failing while data waits
+        for them), else None: writes are still absorbed while the cache has room."""
+        if self._flusher is None:
+            return None
+        return self._flusher.failures.problem(pending=self._store.dirty_count > 0)
+
+    def backend_reachable(self, reachable: bool) -> None:
+        """The store's reachability changed (a probe said so). Unreachable: writes stop
+        going past the cache (they wait for room, then SlowDown). Reachable again: the
+        flushes waiting out a backoff start at once."""
+        if not reachable:
+            self.admission.backend_failed()
+        elif self._flusher is not None:
+            self._flusher.retry_now()
+
+    @property
     def unhealthy(self) -> str | None:
         """Why writes cannot be acknowledged now (the index refuses writes), else None."""
         index = self._store.index if self._store.opened else None
