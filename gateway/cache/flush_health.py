@@ -7,6 +7,7 @@ record, not the store, and are reported by the quarantine instead.
 
 from __future__ import annotations
 
+import errno
 import time
 
 from backends.errors import StorageError
@@ -19,10 +20,12 @@ FAILING_AFTER_S = 10.0
 def describe(exc: BaseException) -> str:
     """What an error says to anyone who reads the health: its type and, for Squall's
     own storage errors (whose messages name no paths, hosts or keys of the store), its
-    message."""
+    message; for an OSError, its errno name."""
     name = type(exc).__name__
     if isinstance(exc, StorageError) and str(exc):
         return f"{name}: {exc}"
+    if isinstance(exc, OSError) and exc.errno is not None:  # the errno, not the path
+        return f"{name} {errno.errorcode.get(exc.errno, exc.errno)}"
     return name
 
 

@@ -363,13 +363,13 @@ class Flusher:
             raise BadDigest(f"backend ETag {info.etag} != cached {entry.etag}")
 
     def retry_now(self) -> None:
-        """Retry every record waiting out a backoff at once (the store is back); the
-        quarantined ones keep their delay."""
+        """Retry every record waiting out a backoff at once (the store is back, or a sync
+        asks); the quarantined ones keep their delay, and a failure resumes the backoff
+        where it was."""
         held = {(q.bucket, q.key) for q in self.quarantine.items()}
         for bk in list(self._retry_at):
             if bk not in held:
                 del self._retry_at[bk]
-                self._attempts.pop(bk, None)
         self._store.changed()
 
     # -- waiting -----------------------------------------------------------------------
@@ -383,6 +383,7 @@ class Flusher:
         store = self._store
         for bk in self.quarantine.retry(bucket):  # the backend may have been repaired
             self._retry_at.pop(bk, None)
+        self.retry_now()  # nor do the records waiting out a backoff wait for it
         # O(1) per check: the records' sequence numbers order them (records.Watch).
         watch = store.records.watch(bucket, store.last_seq)
         reported = -1
