@@ -48,6 +48,11 @@ class FlushFailures:
     def succeeded(self) -> None:
         self._since = None
 
+    @property
+    def failing(self) -> bool:
+        """The last flush failed (for a reason that is not the record's own)."""
+        return self._since is not None
+
     def problem(self, *, pending: bool) -> str | None:
         """Why flushes fail (once they have failed for ``after_s`` without a success,
         and while ``pending`` data waits for them), else None."""
