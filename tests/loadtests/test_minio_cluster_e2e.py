@@ -106,8 +106,9 @@ def get(path):
 _, status = get("/_squall/status?workers=all")
 workers = status.get("workers", [status])  # each worker's counters are its own
 code, health = get("/_squall/health")
-print(json.dumps({"flushes_total": sum(w["flushes_total"] for w in workers),
-                  "dirty_objects": sum(w["dirty_objects"] for w in workers), "health": code,
+print(json.dumps({"flushes_total": sum(w.get("flushes_total", 0) for w in workers),
+                  "dirty_objects": sum(w.get("dirty_objects", 0) for w in workers),
+                  "health": code,
                   "health_body": health}))
 """
 

@@ -1,6 +1,7 @@
 """The whole store unreachable for a while, for real: a gateway with a small cache tier
 (32 MiB) in front of a real MinIO that is SIGKILLed and, after the outage, started again
-on the same port and data directory.
+on the same port and data directory (connections refused), or SIGSTOPped and then
+continued (connections accepted, nothing answered: a hung server, a black-holed link).
 
 Meanwhile Squall keeps absorbing writes until its cache is full, then answers 503
 SlowDown with Retry-After; its health says degraded with a reason that names neither
@@ -73,14 +74,33 @@ def minio(tmp_path: Path) -> Iterator[ServerProcess]:
         pytest.skip(reason)
     server = single_node(tmp_path / "minio", ACCESS_KEY, SECRET_KEY).start()
     yield server
+    thaw(server)  # a stopped process would not take SIGTERM
     server.stop()
 
 
 def kill(server: ServerProcess) -> None:
-    """SIGKILL by PID, as a crash or a pulled plug would; ``stop()`` then reaps it."""
+    """SIGKILL by PID, as a crash would: connections are refused."""
     assert server.pid is not None
     os.kill(server.pid, signal.SIGKILL)
-    server.stop()
+    server.stop()  # reaps it
+
+
+def freeze(server: ServerProcess) -> None:
+    """SIGSTOP by PID, as a hung server or a black-holed link: connections are accepted
+    (by the kernel) and nothing is answered."""
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+
+
+def thaw(server: ServerProcess) -> None:
+    if server.pid is not None:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+#: how the store goes, and how it comes back: killed and started again on the same port
+#: and data directory, or stopped and continued
+FAULTS: dict[str, tuple[Callable[[ServerProcess], None], Callable[[ServerProcess], Any]]] = {
+    "killed": (kill, ServerProcess.start), "hung": (freeze, thaw)}
 
 
 def write_until_slowdown(s3: Any, acked: dict[str, str]) -> ClientError:
@@ -106,13 +126,16 @@ def write_until_slowdown(s3: Any, acked: dict[str, str]) -> ClientError:
     raise AssertionError(f"no SlowDown after {len(acked)} acknowledged writes")
 
 
+@pytest.mark.parametrize("fault", list(FAULTS))
 def test_store_down_absorbs_then_slows_down_then_flushes_everything(
-        minio: ServerProcess, tmp_path: Path) -> None:
+        minio: ServerProcess, tmp_path: Path, fault: str) -> None:
+    """``read_timeout`` is short: a request in flight to a hung store fails after it."""
+    cut, restore = FAULTS[fault]
     shared = f"squall-store-{uuid.uuid4().hex[:8]}"
     boto3_client(minio.endpoint).create_bucket(Bucket=shared)
     gateway = SquallProcess(tmp_path / "gateway", [
-        "--cache-size", f"{CACHE}", "--backend", f"s3:{minio.endpoint}?bucket={shared}",
-        "--backend-probe-interval", "0.5"],
+        "--cache-size", f"{CACHE}", "--backend-probe-interval", "0.5",
+        "--backend", f"s3:{minio.endpoint}?bucket={shared}&read_timeout=5"],
         env={"SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
              "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}).start()
     try:
@@ -124,7 +147,7 @@ def test_store_down_absorbs_then_slows_down_then_flushes_everything(
             s3.put_object(Bucket="ckpt", Key=f"rank{i}/before", Body=body)
             acked[f"rank{i}/before"] = hashlib.md5(body).hexdigest()
 
-        kill(minio)
+        cut(minio)
         down = time.monotonic()
         slowdown = write_until_slowdown(s3, acked)
         retry_after = slowdown.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]
@@ -150,7 +173,7 @@ def test_store_down_absorbs_then_slows_down_then_flushes_everything(
 
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down)))
         assert health(gateway).status_code == 503  # still down after the whole outage
-        minio.start()  # the same port and data directory
+        restore(minio)  # the same process, or a new one on the same port and data
         until(lambda: True if health(gateway).status_code == 200 else None,
               "health to recover", timeout_s=120)
         synced = run_sync(gateway, timeout=240)
