@@ -94,9 +94,13 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
             else None
         if problem is not None:
             return JSONResponse({"status": "unhealthy", "reason": problem}, status_code=503)
+        reason = None
         if components.watch is not None and components.watch.problem is not None:
-            return JSONResponse({"status": "degraded", "reason": "backend unreachable: "
-                                 + components.watch.problem}, status_code=503)
+            reason = "backend unreachable: " + components.watch.problem
+        elif components.cache is not None:
+            reason = components.cache.degraded
+        if reason is not None:
+            return JSONResponse({"status": "degraded", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     @app.get("/_squall/metrics")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from backends.base import Backend, ObjectMeta
-from backends.errors import BackendError, NoSuchKey
+from backends.errors import BackendError, NoSuchKey, ServiceUnavailable, SlowDown
 from backends.internal_keys import CONFIG_PREFIX
 from backends.streams import body_of
 
@@ -47,6 +47,10 @@ class BucketConfigs:
             doc = _decode(bucket, name, raw)
         except NoSuchKey:
             doc = None
+        except (ServiceUnavailable, SlowDown):
+            if cached is None:
+                raise
+            return cached[0]  # the store is unreachable: the document last read stands
         self._cache[(bucket, name)] = (doc, now)
         return doc
 
@@ -95,6 +99,13 @@ class BucketConfigs:
         for name in NAMES:
             self._cache.pop((bucket, name), None)
             self._parsed.pop((bucket, name), None)
+
+    def created(self, bucket: str) -> None:
+        """``bucket`` was just created: no documents yet (the ones written next are
+        cached as they are written), without reading the store."""
+        now = time.monotonic()
+        for name in NAMES:
+            self._cache.setdefault((bucket, name), (None, now))
 
 
 def _decode(bucket: str, name: str, raw: bytes) -> Any:

@@ -56,6 +56,8 @@ class Components:
             await self.watch.start()
         if self.cache is not None:
             await self.cache.start()
+            if self.watch is not None:
+                self.watch.listeners.append(self.cache.backend_reachable)
             # The flusher exists once the tier started; CacheTier has no public handle.
             if self.cache._flusher is not None:
                 pace = self.qos.pace_flush

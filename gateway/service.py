@@ -184,7 +184,12 @@ class ObjectService:
         check_bucket_name(bucket)
         self._versions.forget(bucket)
         self._configs.forget(bucket)
-        return await self._backend.create_bucket(bucket)
+        info = await self._backend.create_bucket(bucket)
+        # A new bucket has no settings yet: known without asking the store, so its
+        # first writes are absorbed by the cache even while the store cannot be reached.
+        self._versions.created(bucket)
+        self._configs.created(bucket)
+        return info
 
     async def head_bucket(self, bucket: str) -> BucketInfo:
         return await self._backend.head_bucket(bucket)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
+import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -17,6 +17,7 @@ from backends.files import FILE_MODE, O_CREATE, O_READ, temp_name
 from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 async def settled(future: asyncio.Future[Any] | None) -> None:
@@ -224,8 +225,13 @@ class StagedFile:
             if fd >= 0:
                 os.close(fd)
         if unlink:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # a read-only file system: the failure that brought
+                # us here is what the caller must see, not this one
+                log.warning("cannot remove the temporary file %s: %s", self.path, exc)
 
 
 async def commit_shielded(staged: StagedFile, work: Awaitable[T]) -> T:

@@ -3,6 +3,7 @@ upstream S3 service."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from backends.s3.uploads import Uploads
 from backends.s3.upstream import Upstream
 
 _COPY_ATTEMPTS = 3
+log = logging.getLogger(__name__)
 
 
 def _range_header(request: RangeRequest) -> str:
@@ -69,6 +71,7 @@ class S3Backend:
         self._up = Upstream(config)
         self._spool_dir = spool_dir
         self._uploads = Uploads(self._up, spool_dir)
+        self._probe_problem: str | None = None  # the last probe's answer (logged on change)
 
     # -- buckets -------------------------------------------------------------------------
 
@@ -224,14 +227,21 @@ class S3Backend:
         return self._uploads.iterate(bucket, prefix=prefix)
 
     async def probe(self) -> str | None:
-        """One ListBuckets: any answer (an error response included) means reachable."""
+        """One ListBuckets: any answer (an error response included) means reachable.
+
+        The reason returned is the typed error's message, which names no endpoint,
+        bucket or credential (it is shown by the health check); the upstream's own
+        error, with the URL, is logged once when the reason changes."""
         try:
             await self.list_buckets()
         except ServiceUnavailable as exc:
-            cause = exc.__cause__
-            return f"{exc.message} ({cause})" if cause is not None else exc.message
+            if exc.message != self._probe_problem:
+                log.warning("upstream probe failed: %s", exc.__cause__ or exc.message)
+            self._probe_problem = exc.message
+            return exc.message
         except StorageError:
             pass
+        self._probe_problem = None
         return None
 
     async def aclose(self) -> None:

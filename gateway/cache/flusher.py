@@ -22,6 +22,7 @@ from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplemen
 from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
+from gateway.cache.flush_health import FlushFailures
 from gateway.cache.index import Batch
 from gateway.cache.policy import WritebackPolicy
 from gateway.cache.quarantine import Quarantine, QuarantinedFlush
@@ -65,6 +66,8 @@ class Flusher:
         self._forced: set[BK] = set()  # flushes started only to make room
         #: QoS pacing of every flush (set by the composition root); None: no pacing
         self.pace: FlushPacer | None = None
+        #: whether flushes keep failing (the store cannot take writes)
+        self.failures = FlushFailures()
         self.quarantine = Quarantine(self._unflushed_seq,
                                      after_attempts=self._settings.quarantine_attempts,
                                      retry_s=self._settings.quarantine_retry_s)
@@ -205,6 +208,7 @@ class Flusher:
             else:
                 await self._upload(entry)
             ok = True
+            self.failures.succeeded()
             if self._admission is not None and not entry.deleted:
                 self._admission.observe_backend(entry.size, time.monotonic() - started,
                                                 self._store.now(), flush=True)
@@ -214,6 +218,7 @@ class Flusher:
             if self._admission is not None:
                 self._admission.backend_failed()
             self._store.stats.flush_errors_total += 1
+            self.failures.failed(exc)
             attempts = self._attempts.get(entry.bk, 0) + 1
             self._attempts[entry.bk] = attempts
             delay = min(self._settings.flush_retry_max_s, _RETRY_BASE_S * 2 ** (attempts - 1))
@@ -357,6 +362,16 @@ class Flusher:
         if info.etag != entry.etag:
             raise BadDigest(f"backend ETag {info.etag} != cached {entry.etag}")
 
+    def retry_now(self) -> None:
+        """Retry every record waiting out a backoff at once (the store is back, or a sync
+        asks); the quarantined ones keep their delay, and a failure resumes the backoff
+        where it was."""
+        held = {(q.bucket, q.key) for q in self.quarantine.items()}
+        for bk in list(self._retry_at):
+            if bk not in held:
+                del self._retry_at[bk]
+        self._store.changed()
+
     # -- waiting -----------------------------------------------------------------------
     async def wait_flushed(self, bucket: str | None = None,
                            progress: Callable[[int, int], None] | None = None
@@ -368,6 +383,7 @@ class Flusher:
         store = self._store
         for bk in self.quarantine.retry(bucket):  # the backend may have been repaired
             self._retry_at.pop(bk, None)
+        self.retry_now()  # nor do the records waiting out a backoff wait for it
         # O(1) per check: the records' sequence numbers order them (records.Watch).
         watch = store.records.watch(bucket, store.last_seq)
         reported = -1

@@ -106,6 +106,7 @@ class CacheTier:
         self._registry = registry
         self._policy: WritebackPolicy | None = None
         self._flusher: Flusher | None = None
+        self._unreachable = False  # the store's probe says so (backend_reachable)
         self._uploads = CachedUploads(self, inner, self._store, min_part_size)
         self.admission = Admission(settings.admission, backend_bandwidth=backend_bandwidth)
         self._buckets: set[str] = set()
@@ -168,8 +169,17 @@ class CacheTier:
 
     @property
     def write_around(self) -> bool:
-        """New writes go straight to the backend: phase 2, or no volume takes writes."""
-        return self.policy.write_around or not self._store.space.active_volumes
+        """New writes go straight to the backend: phase 2 (unless the backend is failing:
+        the cache absorbs them then), or no volume takes writes."""
+        return (self.policy.write_around and not self.backend_failing) \
+            or not self._store.space.active_volumes
+
+    @property
+    def backend_failing(self) -> bool:
+        """The backend takes no writes now: its probe found it unreachable, or its last
+        flush failed for a reason that is not one record's own (flush_health.py)."""
+        return self._unreachable or (self._flusher is not None
+                                     and self._flusher.failures.failing)
 
     def bypass_cache(self, size: int | None) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
@@ -184,7 +194,7 @@ class CacheTier:
             # Inline: one shared index sync, never dearer than a backend file, in phase 2
             # too (a stream of small writes is little ingest in bytes, much in requests).
             return False
-        if self.policy.write_around:
+        if self.policy.write_around and not self.backend_failing:
             return True
         return self.admission.prefer_backend(size, store.now())
 
@@ -276,6 +286,24 @@ class CacheTier:
             with contextlib.suppress(ServiceUnavailable, SlowDown):
                 await self._store.index.commit(Batch().put_format(), sync=True)
         return self.unhealthy
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the backend takes no flushes now (they have kept failing while data waits
+        for them), else None: writes are still absorbed while the cache has room."""
+        if self._flusher is None:
+            return None
+        return self._flusher.failures.problem(pending=self._store.dirty_count > 0)
+
+    def backend_reachable(self, reachable: bool) -> None:
+        """The store's reachability changed (a probe said so). Unreachable: writes stop
+        going past the cache (they wait for room, then SlowDown). Reachable again: the
+        flushes waiting out a backoff start at once."""
+        self._unreachable = not reachable
+        if not reachable:
+            self.admission.backend_failed()
+        elif self._flusher is not None:
+            self._flusher.retry_now()
 
     @property
     def unhealthy(self) -> str | None:

@@ -372,6 +372,10 @@ class VersionedObjects:
     def forget(self, bucket: str) -> None:
         self._states.forget(bucket)
 
+    def created(self, bucket: str) -> None:
+        """``bucket`` was just created here: unversioned, as every new bucket."""
+        self._states.created(bucket)
+
 
 def _with_meta(info: ObjectInfo, meta: ObjectMeta) -> ObjectInfo:
     return replace(info, meta=meta)

@@ -13,7 +13,7 @@ import logging
 import time
 
 from backends.base import Backend, ObjectMeta
-from backends.errors import BackendError, NoSuchKey
+from backends.errors import BackendError, NoSuchKey, ServiceUnavailable, SlowDown
 from backends.streams import body_of
 from gateway.versioning.records import CONFIG_KEY, FORMAT
 
@@ -75,6 +75,12 @@ class BucketStates:
             status = decode_status(bucket, raw)
         except NoSuchKey:
             status = VersioningStatus.UNVERSIONED
+        except (ServiceUnavailable, SlowDown):
+            if cached is None:
+                raise
+            # The store is unreachable: the status last read stands until it answers
+            # again (a change made through this gateway meanwhile is in the cache).
+            return cached[0]
         self._cache[bucket] = (status, now)
         return status
 
@@ -92,3 +98,7 @@ class BucketStates:
 
     def forget(self, bucket: str) -> None:
         self._cache.pop(bucket, None)
+
+    def created(self, bucket: str) -> None:
+        """``bucket`` was just created: unversioned, without reading the store."""
+        self._cache[bucket] = (VersioningStatus.UNVERSIONED, time.monotonic())

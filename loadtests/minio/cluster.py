@@ -135,6 +135,17 @@ class MinioCluster:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
 
+    def restart(self, index: int, timeout: float = 180.0) -> None:
+        """Start node ``index`` again (after :meth:`kill`) on its address and drives; wait
+        until every node reports write quorum."""
+        proc = self.procs[index]
+        if proc is not None and proc.poll() is None:
+            raise ClusterFailed(f"node {index + 1} is still running")
+        self.procs[index] = self._start_node(index)
+        if not self.wait_healthy(timeout):
+            raise ClusterFailed(f"MinIO not healthy {timeout:.0f}s after node {index + 1} "
+                                f"restarted\n{self.logs()}")
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM every node by its PID (SIGKILL if it lingers), remove the namespaces."""
         for proc in self.procs:

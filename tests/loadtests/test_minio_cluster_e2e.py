@@ -5,7 +5,10 @@ network and a mount namespace of its own; Squall (``--backend 's3:...?bucket=...
 its cache tier) and its client run in the cluster's client namespace, on that namespace's
 loopback. One MinIO node is killed while writes continue: every acknowledged object is
 listed and read back through Squall, and is in MinIO once Squall has flushed; no object
-there is a path prefix of another.
+there is a path prefix of another. With the cache tier, writes go on and flushes proceed
+while the node is dead (the cache drains before any ``squall sync``) and the health stays
+ok (the erasure coding answers). The node is then started again on its drives: every
+object is still there, read through the restarted node itself.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +93,24 @@ print(json.dumps({
 }))
 """
 
+#: The gateway's status and health (argv: squall endpoint), as one JSON line.
+STATUS = r"""
+import json, sys, urllib.error, urllib.request
+def get(path):
+    try:
+        with urllib.request.urlopen(sys.argv[1] + path, timeout=30) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+_, status = get("/_squall/status?workers=all")
+workers = status.get("workers", [status])  # each worker's counters are its own
+code, health = get("/_squall/health")
+print(json.dumps({"flushes_total": sum(w.get("flushes_total", 0) for w in workers),
+                  "dirty_objects": sum(w.get("dirty_objects", 0) for w in workers),
+                  "health": code,
+                  "health_body": health}))
+"""
+
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MinioCluster]:
@@ -97,6 +119,15 @@ def cluster(tmp_path: Path) -> Iterator[MinioCluster]:
         pytest.skip(reason)
     with MinioCluster(tmp_path / "minio", ACCESS_KEY, SECRET_KEY) as started:
         yield started
+
+
+def gateway_state(cluster: MinioCluster, squall_url: str) -> dict[str, Any]:
+    """Flushes done, records unflushed and the health of the gateway in the client
+    namespace."""
+    done = python_in(cluster, STATUS, squall_url, timeout=60)
+    assert done.returncode == 0, done.stderr
+    state: dict[str, Any] = json.loads(done.stdout)
+    return state
 
 
 def python_in(cluster: MinioCluster, script: str, *args: str,
@@ -118,7 +149,7 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
                      cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
     assert made.returncode == 0, made.stderr
     squall_url = f"http://127.0.0.1:{PORT}"
-    env = {**cluster.client_env(), "SQUALL_ACCESS_KEY": ACCESS_KEY,
+    env = {**cluster.client_env(), "SQUALL_PUBLIC_STATUS": "true", "SQUALL_ACCESS_KEY": ACCESS_KEY,
            "SQUALL_SECRET_KEY": SECRET_KEY, "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
            "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
     with open(tmp_path / "squall.log", "ab") as log:
@@ -126,7 +157,7 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
             [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{PORT}",
              "--data-dir", str(tmp_path / "squall"), "--log-level", "warning",
              "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}",
-             *([] if cache else ["--cache-size", "0"])],
+             *(["--inactivity-delay", "5"] if cache else ["--cache-size", "0"])],
             env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
@@ -142,10 +173,18 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
             assert time.monotonic() < deadline, "the writer made no progress"
             time.sleep(0.05)
         cluster.kill(3)  # the fourth node: Squall talks to the first
+        at_kill = gateway_state(cluster, squall_url)
         out, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err
         acked = sum(1 for _ in acks.open())
         assert acked >= KILL_AFTER + (WRITES - KILL_AFTER) // 2, (out, err)
+        if cache:  # flushes go on with the node dead: the cache drains without a sync
+            deadline = time.monotonic() + 240
+            while (state := gateway_state(cluster, squall_url))["dirty_objects"]:
+                assert time.monotonic() < deadline, state
+                time.sleep(1)
+            assert state["flushes_total"] > at_kill["flushes_total"], (at_kill, state)
+            assert state["health"] == 200, state
         synced = cluster.client.run([sys.executable, "-m", "gateway.cli", "sync",
                                      "--endpoint", squall_url], env=env, capture_output=True,
                                     text=True, timeout=300, check=False)
@@ -156,6 +195,12 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
         report = json.loads(checked.stdout)
         assert report == {"acked": acked, "not_listed": [], "bad_reads": [],
                           "not_in_minio": [], "bad_in_minio": [], "prefix_objects": []}
+
+        cluster.restart(3)  # on its drives: everything is still there, read through it
+        checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoints[3], str(acks),
+                            SHARED, ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
+        assert checked.returncode == 0, checked.stderr
+        assert json.loads(checked.stdout) == report
     finally:
         if squall.poll() is None:
             squall.terminate()

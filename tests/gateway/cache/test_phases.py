@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+from pathlib import Path
+
 from backends.throttled import ThrottleSettings
 from gateway.cache.policy import Phase
 from tests.gateway.cache.conftest import (
@@ -14,6 +18,7 @@ from tests.gateway.cache.conftest import (
     read_all,
     until,
 )
+from tests.support.tmpfs import small_filesystem
 
 RATE = 1_000_000.0
 
@@ -83,3 +88,28 @@ async def test_phase2_keeps_small_writes_inline(env: Env) -> None:
     env.repair_bucket()
     await tier.wait_flushed()
     assert await read_all(await env.backend().get_object("other", "small")) == b"tiny"
+
+
+def remount(mount: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
+
+
+async def test_phase2_writes_stay_in_the_cache_while_the_backend_fails(env: Env) -> None:
+    """A real fault of the whole backend (its file system, a tmpfs, remounted read-only)
+    in phase 2: new writes are cached instead of going to the failing backend, and reach
+    it once it is writable again."""
+    with small_filesystem(env.backend_root, "16m") as mount:
+        settings = cache_settings(env.base, inactivity_delay_s=0.2, inline_max_bytes=0)
+        tier = await env.tier(settings)
+        await asyncio.to_thread(remount, mount, "ro")
+        await tier.put_object(BUCKET, "d", body(payload(50_000)), meta=META)
+        await until(lambda: tier.policy.phase is Phase.PHASE2, "phase 2 after the quiet delay")
+        await until(lambda: tier.backend_failing, "the failing flushes to be seen")
+        await tier.put_object(BUCKET, "e", body(b"after"), meta=META)
+        cached = tier.store.get(BUCKET, "e")
+        assert cached is not None and cached.dirty
+        await asyncio.to_thread(remount, mount, "rw")
+        await tier.wait_flushed()
+        assert not tier.backend_failing
+        assert await read_all(await env.backend().get_object(BUCKET, "e")) == b"after"
+        await env.close(tier)  # before the file system goes
