@@ -1,5 +1,5 @@
 """Real etcd servers for tests: a static cluster on loopback, or one member per host of a
-:class:`~tests.support.netns.Network`; every process started and stopped by its PID."""
+:class:`~loadtests.netns.Network`; every process started and stopped by its PID."""
 
 from __future__ import annotations
 
