@@ -197,8 +197,14 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
                           "not_in_minio": [], "bad_in_minio": [], "prefix_objects": []}
 
         cluster.restart(3)  # on its drives: everything is still there, read through it
-        checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoints[3], str(acks),
-                            SHARED, ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
+        deadline = time.monotonic() + 60  # once it has found its peers again
+        while True:
+            checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoints[3],
+                                str(acks), SHARED, ACCESS_KEY, SECRET_KEY, ACCESS_KEY,
+                                SECRET_KEY)
+            if checked.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         assert checked.returncode == 0, checked.stderr
         assert json.loads(checked.stdout) == report
     finally:
