@@ -140,9 +140,6 @@ def elastic_settings(settings: Settings) -> ElasticSettings | None:
     if settings.cache_volumes is not None:
         raise ValueError("cache_volumes cannot be combined with cache_mode = elastic "
                          "(elastic volumes are created under cache_volume_root)")
-    if not settings.backend_bandwidth:
-        raise ValueError("cache_mode = elastic needs --backend-bandwidth (B_b, the backing "
-                         "store's reserved bandwidth: bursts are measured against it)")
     initial = settings.cache_size
     if not initial:
         raise ValueError("cache_mode = elastic needs --cache-size > 0 (the first volume)")
@@ -197,6 +194,7 @@ def build_components(settings: Settings, credentials: Credentials, *,
     if caching.enabled or elastic is not None:
         cache = CacheTier(backend, caching, index_path=settings.data_dir / "index",
                           registry=metrics.registry, backend_bandwidth=bandwidth,
+                          backend_estimate=settings.backend_bandwidth_estimate,
                           min_part_size=settings.min_part_size,
                           provisioner=LocalProvisioner(elastic.root) if elastic else None,
                           elastic=elastic)
@@ -213,7 +211,8 @@ def build_components(settings: Settings, credentials: Credentials, *,
         tier = cache
         volume_bandwidth = elastic.volume_bandwidth_bytes_per_s if elastic else None
         cost = CostMeter(lambda: sample_from_status(tier.status()),
-                         backend_bandwidth_mb_s=(bandwidth or 0) / 1e6,
+                         backend_bandwidth_mb_s=(settings.backend_bandwidth_estimate
+                                                 or bandwidth or 0) / 1e6,
                          backend_size_gb=settings.cost_backend_size_gb,
                          cache_bandwidth_mb_s=settings.cost_cache_bandwidth_mb_s
                          or (volume_bandwidth or 0) / 1e6)

@@ -150,6 +150,10 @@ class StorageSection(Section):
                           "allows it")
     backend_bandwidth: Rate | None = Field(
         None, description="cap on bytes to/from the backend, e.g. 20MiB/s (default: none)")
+    backend_bandwidth_estimate: Rate | None = Field(
+        None, description="B_b: the backend's bandwidth as the writeback phases, the elastic "
+                          "controller and the cost meter see it, e.g. 400MB/s; not a cap "
+                          "(default: --backend-bandwidth, else the measured flush rate)")
     backend_iops: float | None = Field(
         None, ge=0, description="cap on backend operations per second (default: none)")
     backend_probe_interval: Duration = Field(

@@ -53,12 +53,14 @@ _BACKEND_FAILURES = (SlowDown, ServiceUnavailable, BackendError, OSError)
 
 class ForwardedBody(DescribedBody):
     """A client's part body on its way to the backend: counted as ingest written around
-    the cache."""
+    the cache (``diverted``: because the cache was full)."""
 
-    def __init__(self, body: DescribedBody, store: CacheStore) -> None:
+    def __init__(self, body: DescribedBody, store: CacheStore, *,
+                 diverted: bool = False) -> None:
         super().__init__(body.facts)
         self._iter = body
         self._stats = store.stats
+        self._diverted = diverted
 
     async def __anext__(self) -> bytes:
         chunk = await self._iter.__anext__()
@@ -66,6 +68,8 @@ class ForwardedBody(DescribedBody):
         stats.backend_client_bytes_total += len(chunk)
         stats.ingest_bytes_total += len(chunk)
         stats.writearound_bytes_total += len(chunk)
+        if self._diverted:
+            stats.diverted_bytes_total += len(chunk)
         return chunk
 
 
@@ -232,12 +236,12 @@ class BackendParts:
 
     async def send_body(self, upload: Upload, part_number: int, body: DescribedBody,
                         content_md5: bytes | None, *, close: bool = False,
-                        measure: bool = False) -> PartInfo:
+                        measure: bool = False, diverted: bool = False) -> PartInfo:
         """Stream a client's part into the backend upload (``close``: ``body`` is the
         caller's re-reading of it, closed here). ``measure`` feeds the backend rate of
         the admission rule (a part it routed past the cache)."""
         tier = self._tier
-        forwarded = ForwardedBody(body, self._store)
+        forwarded = ForwardedBody(body, self._store, diverted=diverted)
         loop = asyncio.get_running_loop()
         started = loop.time()
 

@@ -16,6 +16,10 @@ do and never does I/O or reads a clock, so tests drive it with scripted ingest t
 declared length spread over one control interval: at object granularity a write admitted
 to the backend stays there until it ends, so the decision is taken when it arrives
 (the seed, at block level, redirects the next block as soon as the cache is attached).
+A large write (``burst_write_bytes``, 1 MiB, or more: a PUT, a part, a new multipart
+upload) asking to be admitted is a burst whatever its rate: the rate of writes that
+go around the cache is what the backend takes, so it can never exceed UT x B when B
+overstates the backend, and a burst started on the backend would stay there.
 
 Sizing from experience: the first burst gets ``initial_size``; each later one the peak
 the previous burst used, or, if that burst had to flush prematurely (phase-1 flushes
@@ -77,6 +81,7 @@ class MachineSettings:
     inactivity_delay_s: float = 30.0
     window_s: float = 0.5  # the control interval: demand is spread over it
     retry_s: float = 5.0
+    burst_write_bytes: int = 1 << 20  # a write this large asking admission is a burst
 
 
 @dataclass(slots=True)
@@ -117,7 +122,10 @@ class ElasticMachine:
         self._retry_at = -math.inf
 
     def above(self, obs: Observation) -> bool:
-        """Demand above UT x B_b: measured ingest plus the write asking to be admitted."""
+        """Demand above UT x B_b (measured ingest plus the write asking to be admitted),
+        or a large write asking to be admitted."""
+        if obs.demand_bytes >= self.settings.burst_write_bytes:
+            return True
         return obs.ingest_rate + obs.demand_bytes / self.settings.window_s > obs.threshold
 
     def next_volume_size(self) -> int:

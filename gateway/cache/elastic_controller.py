@@ -82,7 +82,7 @@ class ElasticController:
         self.ingest_rate = 0.0
         self._last_at = clock()
         self._last_ingest = self._store.stats.ingest_bytes_total
-        self._last_writearound = self._store.stats.writearound_bytes_total
+        self._last_diverted = self._store.stats.diverted_bytes_total
         self._diverted = 0
         self.attaches_total = 0
         self.detaches_total = 0
@@ -121,10 +121,10 @@ class ElasticController:
         now, stats = self._clock(), self._store.stats
         self.ingest_rate = (stats.ingest_bytes_total - self._last_ingest) \
             / max(now - self._last_at, 1e-6)
-        if self.machine.state is ElasticState.BURST and not self._policy.write_around:
-            self._diverted += stats.writearound_bytes_total - self._last_writearound
+        if self.machine.state is ElasticState.BURST:  # past a full volume, not by choice
+            self._diverted += stats.diverted_bytes_total - self._last_diverted
         self._last_at, self._last_ingest = now, stats.ingest_bytes_total
-        self._last_writearound = stats.writearound_bytes_total
+        self._last_diverted = stats.diverted_bytes_total
 
     @property
     def threshold(self) -> float:
@@ -146,12 +146,18 @@ class ElasticController:
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Called before a write while no volume may take it: attach one (and wait for
         it) or resume a draining one if the write lifts demand above UT x B_b.
-        ``require``: the write cannot go past the cache (SlowDown if no volume)."""
+        ``require``: the write cannot go past the cache (SlowDown if no volume); a
+        ``size`` of None (unknown) is taken as a large write."""
         machine = self.machine
+        large = self._machine_settings.burst_write_bytes
+        demand = large if size is None else size
         if machine.state is ElasticState.BURST:
+            if demand >= large and self._policy.write_around:
+                self._policy.resume()  # the writeback's own quiet period ended first
             return
         if machine.state in (ElasticState.IDLE, ElasticState.DRAINING):
-            demand = _REQUIRED if require and not self._space.volumes else (size or 0)
+            if require and not self._space.volumes:
+                demand = _REQUIRED
             self._perform(machine.step(self._observe(demand)))
         task = self._attach_task
         if machine.state is ElasticState.ATTACHING and task is not None:
@@ -224,7 +230,7 @@ class ElasticController:
         self._adopt(handle, vol)
         self.attaches_total += 1
         # Writes that went around before this burst are not diversions past its volume.
-        self._last_writearound = self._store.stats.writearound_bytes_total
+        self._last_diverted = self._store.stats.diverted_bytes_total
         self.machine.attached(size, self._clock(), self.forced_bytes())
         log.info("elastic cache: attached %s (%d bytes)", handle.id, size)
         self._notify()

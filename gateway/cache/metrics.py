@@ -33,6 +33,8 @@ METRICS: dict[str, tuple[str, str, str]] = {
                            "Bytes written by clients (cached or written around)"),
     "writearound_bytes_total": ("squall_cache_writearound_bytes", "counter",
                                 "Bytes written straight to the backend"),
+    "diverted_bytes_total": ("squall_cache_diverted_bytes", "counter",
+                             "Bytes written to the backend because the cache was full"),
     "hits": ("squall_cache_hits", "counter", "Reads served from the cache"),
     "misses": ("squall_cache_misses", "counter", "Reads served from the backend"),
     "evictions": ("squall_cache_evictions", "counter", "Clean objects evicted"),

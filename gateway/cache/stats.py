@@ -19,3 +19,4 @@ class Stats:
     writearound_bytes_total: int = 0
     slowdowns_total: int = 0
     forced_flush_bytes_total: int = 0  # flushed in phase 1 only to make room
+    diverted_bytes_total: int = 0  # written around because the cache was full

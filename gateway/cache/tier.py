@@ -80,8 +80,9 @@ class CacheTier:
     """The cache tier over ``inner``.
 
     ``index_path`` is the RocksDB directory; ``registry`` receives the ``squall_cache_*``
-    metrics; ``backend_bandwidth`` (bytes/s, e.g. the throttle rate) is B of the
-    writeback controller, measured from flushes when None. ``start()`` opens volumes and
+    metrics; ``backend_bandwidth`` (bytes/s) is the throttle's cap on the backend, if
+    any; B of the writeback and elastic controllers is ``backend_estimate`` (declared, not
+    a cap), else that cap, else measured from flushes. ``start()`` opens volumes and
     index and starts the flusher; ``aclose()`` stops everything and closes ``inner``.
     With ``elastic`` and a ``provisioner``, capacity is attached only while a write burst
     lasts (:mod:`gateway.cache.elastic`); ``volume_listeners`` are called just before and
@@ -91,6 +92,7 @@ class CacheTier:
     def __init__(self, inner: Backend, settings: CacheSettings, *, index_path: Path,
                  registry: CollectorRegistry | None = None,
                  backend_bandwidth: float | None = None,
+                 backend_estimate: float | None = None,
                  min_part_size: int = MIN_PART_SIZE,
                  provisioner: Provisioner | None = None,
                  elastic: ElasticSettings | None = None) -> None:
@@ -101,7 +103,7 @@ class CacheTier:
         self._inner = inner
         self._settings = settings
         self._store = CacheStore(settings, index_path)
-        self._bandwidth = backend_bandwidth
+        self._bandwidth = backend_estimate or backend_bandwidth
         self.bucket_drain_timeout_s = BUCKET_DRAIN_TIMEOUT_S
         self._registry = registry
         self._policy: WritebackPolicy | None = None
@@ -261,6 +263,7 @@ class CacheTier:
             "flush_inflight": self._flusher.inflight if self._flusher else 0,
             "ingest_bytes_total": stats.ingest_bytes_total,
             "writearound_bytes_total": stats.writearound_bytes_total,
+            "diverted_bytes_total": stats.diverted_bytes_total,
             "ingest_rate_bytes_per_s": policy.ingest_rate if policy else 0.0,
             "backend_bandwidth_bytes_per_s": policy.bandwidth if policy else None,
             "hits": stats.hits,
@@ -386,14 +389,17 @@ class CacheTier:
         elif self._store.unsynced(bk):
             await self._store.barrier()
 
-    def _counted(self, body: DescribedBody) -> Relay:
-        """``body`` on its way past the cache, counted as client traffic and ingest."""
+    def counted_past(self, body: DescribedBody, *, diverted: bool = False) -> Relay:
+        """``body`` on its way past the cache, counted as client traffic and ingest
+        (``diverted``: and as diverted past a full cache)."""
         stats = self._store.stats
 
         def count(n: int) -> None:
             stats.backend_client_bytes_total += n
             stats.ingest_bytes_total += n
             stats.writearound_bytes_total += n
+            if diverted:
+                stats.diverted_bytes_total += n
         return Relay(CountingBody(body, count), body.facts)
 
     # -- buckets -----------------------------------------------------------------------
@@ -462,12 +468,12 @@ class CacheTier:
             spooled = await self.spool_admitted(body, content_md5)
             if spooled is None:
                 return await self._put_direct(bk, body, meta, content_md5, if_match,
-                                              if_none_match)
+                                              if_none_match, diverted=True)
             if spooled.overflow:
                 try:
                     return await self._put_direct(bk, overflow_body(store, spooled, body),
                                                   meta, content_md5, if_match, if_none_match,
-                                                  counted=spooled.consumed,
+                                                  counted=spooled.consumed, diverted=True,
                                                   cleanup=lambda: spooled.discard(store))
                 finally:
                     await spooled.discard(store)
@@ -510,10 +516,11 @@ class CacheTier:
                           content_md5: bytes | None, if_match: str | None,
                           if_none_match: str | None, counted: int = 0,
                           cleanup: Callable[[], Awaitable[None]] | None = None,
-                          measure: bool = False) -> ObjectInfo:
+                          measure: bool = False, diverted: bool = False) -> ObjectInfo:
         """Write straight to the backend, once no older version waits in the cache.
         ``cleanup`` runs before the key is released (so the reply is not delayed past
-        a later writer's); ``measure`` feeds the backend rate of the admission rule."""
+        a later writer's); ``measure`` feeds the backend rate of the admission rule;
+        ``diverted``: the cache was full (counted apart from writes routed past it)."""
         await self.acquire_clean(bk)
         try:
             await self.invalidate(bk)
@@ -521,7 +528,7 @@ class CacheTier:
             started = asyncio.get_running_loop().time()
             try:
                 info = await self._inner.put_object(
-                    bk[0], bk[1], self._counted(body), meta=meta,
+                    bk[0], bk[1], self.counted_past(body, diverted=diverted), meta=meta,
                     content_md5=content_md5, if_match=if_match, if_none_match=if_none_match)
             except (SlowDown, ServiceUnavailable, BackendError, OSError):
                 self.admission.backend_failed()

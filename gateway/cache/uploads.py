@@ -40,7 +40,7 @@ from backends.multipart import (
     multipart_etag,
 )
 from backends.upload_checksums import part_checksum
-from gateway.cache.backend_parts import BackendParts
+from gateway.cache.backend_parts import BackendParts, ForwardedBody
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch
 from gateway.cache.listing import merge_sorted
@@ -108,7 +108,8 @@ class CachedUploads:
         if upload is None:
             native = self._native()
             assert native is not None
-            return await native.upload_part(bucket, key, upload_id, part_number, body,
+            return await native.upload_part(bucket, key, upload_id, part_number,
+                                            ForwardedBody(body, self._store),
                                             content_md5=content_md5)
         _check_part_number(part_number)
         tier, store, remote = self._tier, self._store, self._backend
@@ -130,14 +131,15 @@ class CachedUploads:
             started = asyncio.get_running_loop().time()
             admitted = await tier.spool_admitted(body, content_md5)
             if admitted is None:  # the cache is full: the part goes to the backend
-                return await remote.send_body(upload, part_number, body, content_md5)
+                return await remote.send_body(upload, part_number, body, content_md5,
+                                              diverted=True)
             spooled = admitted
             if spooled.overflow:
                 try:
                     store.stats.ingest_bytes_total -= spooled.consumed  # counted again on the way
                     return await remote.send_body(upload, part_number,
                                                   overflow_body(store, spooled, body),
-                                                  content_md5, close=True)
+                                                  content_md5, close=True, diverted=True)
                 finally:
                     await spooled.discard(store)
             return await self._cache_part(upload, part_number, spooled, body, started)

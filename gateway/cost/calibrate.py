@@ -201,6 +201,8 @@ def configuration(status: dict[str, Any], points: Sequence[CalibrationPoint], *,
     cost = status.get("cost") or {}
     throttle = status.get("backend_throttle") or {}
     b_b = backend_bandwidth_mb_s
+    if b_b is None and cost.get("backend_bandwidth_mb_s"):  # the estimate, else the throttle
+        b_b = float(cost["backend_bandwidth_mb_s"])
     if b_b is None and throttle.get("bandwidth_bytes_per_s"):
         b_b = throttle["bandwidth_bytes_per_s"] / BYTES_PER_MB
     if b_b is None:

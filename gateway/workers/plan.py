@@ -73,6 +73,8 @@ def worker_settings(settings: Settings, index: int, credentials: Credentials,
         update["cache_max_size"] = settings.cache_max_size // count
     if settings.backend_bandwidth is not None:
         update["backend_bandwidth"] = settings.backend_bandwidth / count
+    if settings.backend_bandwidth_estimate is not None:
+        update["backend_bandwidth_estimate"] = settings.backend_bandwidth_estimate / count
     if settings.backend_iops is not None:
         update["backend_iops"] = settings.backend_iops / count
     return Settings(**{**settings.model_dump(), **update})

@@ -36,8 +36,9 @@ NAMES = ("static-slow", "static-fast", "adaptive")
 
 def gateway_args(name: str, backend_size: int, initial_cache: int,
                  inactivity_delay_s: float, store_mb_s: float = 0.0) -> list[str]:
-    """The gateway's flags; adaptive declares the store's reserved bandwidth B_b (the
-    elastic controller measures bursts against it) as static-slow calibrated it."""
+    """The gateway's flags; adaptive declares the store's bandwidth B_b as static-slow
+    calibrated it (the writeback and the cost meter measure against it), without
+    throttling the store to it."""
     common = ["--cost-backend-size-gb", f"{backend_size / 1e9:g}",
               "--inactivity-delay", f"{inactivity_delay_s:g}"]
     if name == "static-slow":
@@ -45,7 +46,7 @@ def gateway_args(name: str, backend_size: int, initial_cache: int,
     if name == "static-fast":
         return ["--cache-size", str(backend_size), *common]
     return ["--cache-mode", "elastic", "--cache-size", str(initial_cache),
-            "--backend-bandwidth", f"{store_mb_s:.0f}MB/s", *common]
+            "--backend-bandwidth-estimate", f"{store_mb_s:.0f}MB/s", *common]
 
 
 def inner(args: argparse.Namespace, shape: Shape) -> int:

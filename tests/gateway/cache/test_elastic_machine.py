@@ -77,9 +77,8 @@ def test_premature_flushes_grow_the_next_volume() -> None:
 
 def test_admission_of_a_large_write_attaches_before_any_byte_flows() -> None:
     m = ElasticMachine(SETTINGS)
-    small = int(UT * B * SETTINGS.window_s) - 1
-    assert m.step(obs(0.0, demand_bytes=small)) == Decision(Action.NONE)
-    assert m.step(obs(0.0, demand_bytes=small + 2)).action is Action.ATTACH
+    assert m.step(obs(0.0, demand_bytes=MiB - 1)) == Decision(Action.NONE)
+    assert m.step(obs(0.0, demand_bytes=MiB)).action is Action.ATTACH
     assert m.state is ElasticState.ATTACHING
     assert m.step(obs(0.1, rate=B)) == Decision(Action.NONE)  # waits for the attach
 
@@ -139,3 +138,26 @@ def test_recovering_machine_drains_first() -> None:
 ])
 def test_next_size_rule(size: int, used: int, forced: int, expected: int) -> None:
     assert next_size(size, used, forced, minimum=4, maximum=200, granularity=2) == expected
+
+
+def test_a_large_write_is_a_burst_whatever_b_is() -> None:
+    """The rate of writes around the cache is what the backend takes: with B overstated
+    it never exceeds UT x B, so a large write must start a burst on its own."""
+    m = ElasticMachine(SETTINGS)
+    huge = Observation(now=0.0, ingest_rate=B, threshold=1e12, demand_bytes=8 * MiB)
+    assert m.step(huge).action is Action.ATTACH
+
+
+def test_small_writes_attach_by_rate_only() -> None:
+    m = ElasticMachine(SETTINGS)
+    small = 64 * 1024
+    assert m.step(obs(0.0, demand_bytes=small)) == Decision(Action.NONE)
+    assert m.step(obs(0.5, rate=UT * B, demand_bytes=small)).action is Action.ATTACH
+
+
+def test_a_large_write_while_draining_resumes_the_burst() -> None:
+    m = ElasticMachine(SETTINGS)
+    run(m, [obs(0.0, rate=B), obs(1.0), obs(3.0)])  # quiet for ID: draining
+    assert m.state is ElasticState.DRAINING
+    assert m.step(obs(3.5, demand_bytes=5 * MiB)) == Decision(Action.REACTIVATE)
+    assert m.state is ElasticState.BURST

@@ -49,8 +49,9 @@ async def test_burst_attaches_then_detaches_and_learns_the_size(env: Env) -> Non
     status = tier.status()
     assert status["cache_mode"] == "elastic" and status["cache_capacity_bytes"] == 0
 
-    # No burst: a small write goes straight to the backend; no volume is attached.
-    await tier.put_object(BUCKET, "small", body(b"x" * 100), meta=META)
+    # No burst: a small write goes straight to the backend; no volume is attached
+    # (a write of unknown length is taken as large).
+    await tier.put_object(BUCKET, "small", body(b"x" * 100), meta=META, size_hint=100)
     assert volumes(tier) == [] and tier.store.get(BUCKET, "small") is None
     assert tier.status()["writearound_bytes_total"] == 100
 
@@ -93,7 +94,7 @@ async def test_draining_volume_takes_no_new_writes_until_demand_returns(env: Env
     assert volumes(tier)[0]["state"] == "retiring" and tier.write_around
 
     # Phase 2: a small write bypasses the retiring volume.
-    await tier.put_object("other", "k", body(b"around"), meta=META)
+    await tier.put_object("other", "k", body(b"around"), meta=META, size_hint=6)
     assert tier.store.get("other", "k") is None
     # A large one is demand again: the burst resumes on the same volume.
     await tier.put_object("other", "big", body(payload(40_000, 3)), meta=META,
