@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -68,7 +66,7 @@ from loadtests.bench.mpi_writer import (
 )
 from loadtests.bench.server import wait_settled
 from loadtests.mpi.content import checkpoint_key
-from loadtests.mpi.launch import mpi_unavailable, mpirun_argv, stop_job
+from loadtests.mpi.launch import mpi_unavailable, mpirun_argv, run_mpi
 
 REPO = Path(__file__).resolve().parents[2]
 #: Keys of the N-1 files, relative to the bucket: ``--shared-files`` of the squall mount.
@@ -171,27 +169,7 @@ def run_job(job: Job, mode: str, directory: Path, content_dir: Path, log_path: P
             "--content-dir", str(content_dir)]
     env = {**child_env(), "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    with open(log_path, "a") as log:
-        log.write(f"$ {shlex.join(argv)}\n")
-        log.flush()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                                cwd=REPO, start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"mpirun timed out after {timeout:g} s (log: {log_path})") from None
-        finally:
-            stop_job(proc)
-        log.write(out)
-    if proc.returncode != 0:
-        tail = log_path.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"mpirun exited with {proc.returncode}:\n{tail}")
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            timing = json.loads(line)
-            break
-    else:
-        raise RuntimeError(f"mpirun printed no timing: {out[-500:]!r}")
+    timing = run_mpi(argv, log_path=log_path, timeout=timeout, env=env, cwd=REPO)
     if timing["bytes"] != total_bytes(mode, job.ranks, job.steps, job.size):
         raise RuntimeError(f"the job wrote {timing['bytes']} bytes, not the expected total")
     return float(timing["seconds"])
