@@ -126,7 +126,15 @@ def write_until_slowdown(s3: Any, acked: dict[str, str]) -> ClientError:
     raise AssertionError(f"no SlowDown after {len(acked)} acknowledged writes")
 
 
-@pytest.mark.parametrize("fault", list(FAULTS))
+#: The hung store's run sometimes takes minutes in the full suite (once 295 s against
+#: 63 s alone): opt in with SQUALL_TEST_HUNG_STORE=1. tests/gateway/test_backend_watch.py
+#: covers the probe's deadline against a real server that never answers.
+HUNG = pytest.mark.skipif(not os.environ.get("SQUALL_TEST_HUNG_STORE"),
+                          reason="the hung-store run is opt-in: SQUALL_TEST_HUNG_STORE=1")
+
+
+@pytest.mark.parametrize("fault", [pytest.param(name, marks=HUNG) if name == "hung"
+                                   else name for name in FAULTS])
 def test_store_down_absorbs_then_slows_down_then_flushes_everything(
         minio: ServerProcess, tmp_path: Path, fault: str) -> None:
     """``read_timeout`` is short: a request in flight to a hung store fails after it."""

@@ -30,7 +30,10 @@ def read_through_open(path: os.PathLike[str] | str) -> tuple[int, bytes]:
 
 def test_writeback_cache_is_on_by_default(mounted: MountProcess) -> None:
     assert "--writeback-cache" not in mounted.args and "--no-writeback-cache" not in mounted.args
-    assert "kernel writeback cache: on" in mounted.log()
+    deadline = time.monotonic() + 30  # logged by FUSE's init, which may follow the mount
+    while "kernel writeback cache: on" not in mounted.log():
+        assert time.monotonic() < deadline, mounted.log()
+        time.sleep(0.1)
 
 
 def test_file_rewritten_by_another_client_is_seen_at_the_next_open(

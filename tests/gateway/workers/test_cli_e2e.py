@@ -70,9 +70,9 @@ def test_port_in_use(tmp_path: Path) -> None:
 
 
 def test_a_worker_that_cannot_start_stops_the_gateway(tmp_path: Path) -> None:
-    result = _serve(tmp_path, "--workers", "2", "--cache-mode", "elastic")
+    result = _serve(tmp_path, "--workers", "2", "--cache-mode", "elastic", "--cache-size", "0")
     assert result.returncode == 2
-    assert "squall: cache_mode = elastic needs --backend-bandwidth" in result.stderr
+    assert "squall: cache_mode = elastic needs --cache-size > 0" in result.stderr
     assert "Traceback" not in result.stderr
 
 
