@@ -58,12 +58,10 @@ class Components:
             await self.cache.start()
             if self.watch is not None:
                 self.watch.listeners.append(self.cache.backend_reachable)
-            # The flusher exists once the tier started; CacheTier has no public handle.
-            if self.cache._flusher is not None:
-                pace = self.qos.pace_flush
-                # (a cluster member flushes only once it knows it is still a member)
-                self.cache._flusher.pace = pace if self.cluster is None \
-                    else self.cluster.gate_flushes(pace)
+            pace = self.qos.pace_flush
+            # (a cluster member flushes only once it knows it is still a member)
+            self.cache.pace_flushes(pace if self.cluster is None
+                                    else self.cluster.gate_flushes(pace))
         await self.qos.start()
         if self.cost is not None:
             await self.cost.start()

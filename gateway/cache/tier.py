@@ -53,7 +53,7 @@ from gateway.cache.device import clamp_to_device
 from gateway.cache.elastic_controller import ElasticController
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.fill import read_through
-from gateway.cache.flusher import Flusher
+from gateway.cache.flusher import Flusher, FlushPacer
 from gateway.cache.index import Batch
 from gateway.cache.inline import inline_room
 from gateway.cache.listing import cache_overlay, merge_sorted
@@ -224,6 +224,12 @@ class CacheTier:
         if self._flusher is None:
             raise ServiceUnavailable("the cache tier is not started")
         return await self._flusher.wait_flushed(bucket, progress)
+
+    def pace_flushes(self, pace: FlushPacer) -> None:
+        """Each flush waits for ``pace(bucket, bytes)`` first (QoS, a cluster member's
+        lease); call once the tier started."""
+        if self._flusher is not None:
+            self._flusher.pace = pace
 
     @contextlib.asynccontextmanager
     async def flushes_held_back(self, bucket: str, key: str) -> AsyncIterator[None]:
