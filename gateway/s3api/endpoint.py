@@ -170,14 +170,12 @@ class S3Endpoint:
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI: answer the request, then give back the fair share it held."""
         response = await self(Request(scope, receive, send))
-        key = scope.get(SHARE_KEY)
-        if key is None or self._shares is None:
-            await response(scope, receive, send)
-            return
         try:
             await response(scope, receive, send)
         finally:
-            self._shares.leave(key)
+            key = scope.get(SHARE_KEY)
+            if key is not None and self._shares is not None:
+                self._shares.leave(key)
 
     async def __call__(self, request: Request) -> Response:
         """The response to ``request``; a request admitted to its user's fair share
