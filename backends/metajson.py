@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 
 _META_FIELDS = ("content_type", "content_encoding", "content_disposition", "content_language",
                 "cache_control", "expires")

@@ -9,10 +9,10 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 
-from backends.base import CompletedPart, ObjectInfo, ObjectMeta, PartInfo
-from backends.checksums import new_hasher
-from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
-from backends.upload_checksums import object_checksum, undeclared, upload_checksum
+from backends.core.base import CompletedPart, ObjectInfo, ObjectMeta, PartInfo
+from backends.core.checksums import new_hasher
+from backends.core.errors import EntityTooSmall, InvalidPart, InvalidPartOrder
+from backends.core.upload_checksums import object_checksum, undeclared, upload_checksum
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PART_NUMBER = 10_000
@@ -93,7 +93,7 @@ def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo]) -> ObjectMeta:
     checksum and the part layout.
 
     The checksum follows the upload's declared algorithm and type
-    (:mod:`backends.upload_checksums`); without a declaration it is the composite of the
+    (:mod:`backends.core.upload_checksums`); without a declaration it is the composite of the
     parts' checksums.
     """
     runs = ",".join(f"{size}*{len(list(group))}"

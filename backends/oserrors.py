@@ -6,7 +6,7 @@ import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from backends.errors import BackendError, KeyTooLong, SlowDown, StorageError
+from backends.core.errors import BackendError, KeyTooLong, SlowDown, StorageError
 
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 _DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}

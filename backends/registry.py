@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from backends.base import Backend
+from backends.core.base import Backend
 
 
 @dataclass(frozen=True, slots=True)

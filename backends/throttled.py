@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     BucketInfo,
     CompletedPart,
@@ -28,10 +28,10 @@ from backends.base import (
     Relay,
     UploadInfo,
 )
-from backends.errors import NotImplementedByBackend
-from backends.streams import ClosingBody
+from backends.core.errors import NotImplementedByBackend
+from backends.core.streams import ClosingBody
+from backends.core.unit_types import Rate
 from backends.throttle import TokenBucket
-from backends.unit_types import Rate
 
 _LIST_PAGE = 1000  # a listing costs one operation per this many entries, as S3 pages
 

@@ -1,6 +1,8 @@
-"""The Squall gateway: the S3 API (``s3api``) and its authentication (``auth``), the cache
-tier (``cache``) that absorbs writes and flushes them to a backend, object versions
-(``versioning``) and lifecycle rules (``lifecycle``), the FUSE mount (``fuse_mount``),
-clusters of gateways (``cluster``), worker processes (``workers``), per-bucket and
-per-user limits (``qos``), costs (``cost``), the dashboard (``dashboard``) and the
-``squall`` commands (``cli``)."""
+"""The Squall gateway. Layers, from the bottom: S3's vocabulary (``protocol``) and the
+configuration (``config``); the cache tier (``cache``), object versions
+(``versioning``), lifecycle rules (``lifecycle``), clusters of gateways (``cluster``),
+limits (``qos``) and costs (``cost``); the core service (``service``); the S3 API
+(``s3api``), its authorization (``auth``) and the dashboard (``dashboard``); the
+application and its composition root (``app``, ``components``); the HTTP server and its
+worker processes (``http``); the ``squall`` commands (``commands``). The FUSE mount
+(``fuse_mount``) is a client of the gateway. docs/architecture.md draws the layers."""

@@ -14,22 +14,22 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from backends.base import ElasticBackend
-from backends.errors import ServiceUnavailable, StorageError
-from gateway import admin_errors
+from backends.core.base import ElasticBackend
+from backends.core.errors import ServiceUnavailable, StorageError
 from gateway.auth import admin
 from gateway.auth.bucket_access import NewBucketDefaults
 from gateway.auth.status import TRUSTED, StatusGate, StatusGuard
+from gateway.auth.users import UserDirectory, UserFile, admin_user
 from gateway.auth.users_api import register_routes as register_user_routes
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import describe_single
 from gateway.cluster.peerauth import HEADER_BYTES as PEER_HEADER
 from gateway.components import Components
 from gateway.dashboard.routes import mount_dashboard
+from gateway.protocol import admin_errors
+from gateway.protocol.errors import s3_error_for
 from gateway.qos.api import register_routes as register_qos_routes
 from gateway.s3api.endpoint import S3Endpoint
-from gateway.s3api.errors import s3_error_for
-from gateway.users import UserDirectory, UserFile, admin_user
 
 log = logging.getLogger("squall")
 

@@ -9,16 +9,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import Backend, ElasticBackend, ProbedBackend
+from backends.core.base import Backend, ElasticBackend, ProbedBackend
 from backends.registry import BackendOptions, create_backend
 from backends.throttled import ThrottledBackend, ThrottleSettings
-from gateway.backend_watch import BackendWatch
+from gateway.auth.credentials import Credentials
 from gateway.cache.provisioner import LocalProvisioner
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
 from gateway.cache.tier import CacheTier
 from gateway.cluster.node import ClusterNode
+from gateway.config.settings import Settings
 from gateway.cost.meter import CostMeter, sample_from_status
-from gateway.credentials import Credentials
 from gateway.lifecycle.scanner import LifecycleScanner
 from gateway.metrics import Metrics
 from gateway.qos.controller import QosController
@@ -26,8 +26,8 @@ from gateway.qos.model import QosSettings
 from gateway.qos.shares import FairShares, ShareLimits
 from gateway.qos.store import QosStore, store_path
 from gateway.qos.utilization import DeviceUtilization
-from gateway.service import ObjectService
-from gateway.settings import Settings
+from gateway.service.backend_watch import BackendWatch
+from gateway.service.objects import ObjectService
 
 
 @dataclass

@@ -25,7 +25,7 @@ from locust import constant, events, task
 from locust.exception import StopUser
 from locust.runners import WorkerRunner
 
-from backends.units import format_size, parse_duration, parse_size
+from backends.core.units import format_size, parse_duration, parse_size
 from loadtests.coordination import AutoStop, ClusterBarrier
 from loadtests.s3client import S3Error
 from loadtests.s3user import CheckFailed, S3User, add_s3_arguments, option, payload, report

@@ -25,7 +25,7 @@ from typing import Any
 
 from locust import constant, events, task
 
-from backends.units import parse_size
+from backends.core.units import parse_size
 from loadtests.s3user import S3User, add_s3_arguments, option, timed
 
 

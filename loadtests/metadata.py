@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from locust import constant, events, task
 from locust.exception import StopUser
 
-from backends.units import parse_size
+from backends.core.units import parse_size
 from loadtests.coordination import AutoStop
 from loadtests.s3user import S3User, add_s3_arguments, option, payload, timed
 

@@ -1,6 +1,6 @@
 """Weighted size mixes as written on command lines ("4KiB:60,1MiB:10") and percentiles.
 
-Sizes and durations themselves are parsed by :mod:`backends.units`.
+Sizes and durations themselves are parsed by :mod:`backends.core.units`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backends.units import parse_size
+from backends.core.units import parse_size
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: clients, mounts and clusters), besides the tests marked ``slow`` themselves.
 SLOW_PATHS = (
     "tests/gateway/fuse_mount/", "tests/gateway/s3api/clients/", "tests/gateway/s3api/fuzz/",
-    "tests/gateway/workers/", "tests/helm/", "tests/docs/",
+    "tests/gateway/http/workers/", "tests/helm/", "tests/docs/",
     "tests/gateway/cache/test_elastic_server.py", "tests/gateway/cache/test_crash.py",
     "tests/gateway/cache/test_uploads_beyond_cache_server.py",
     "tests/loadtests/test_bench.py", "tests/loadtests/test_fuse_bench.py",

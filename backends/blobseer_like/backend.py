@@ -7,7 +7,16 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from backends.base import (
+from backends.blobseer_like.buckets import Buckets
+from backends.blobseer_like.config import BlobseerConfig
+from backends.blobseer_like.gc import Collector, GcReport
+from backends.blobseer_like.metrics import StoreMetrics
+from backends.blobseer_like.objects import Objects
+from backends.blobseer_like.provider import ProviderError
+from backends.blobseer_like.ranged import RangedWrites
+from backends.blobseer_like.store import BlobStore
+from backends.blobseer_like.uploads import Uploads
+from backends.core.base import (
     BucketInfo,
     CompletedPart,
     DescribedBody,
@@ -19,17 +28,8 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.blobseer_like.buckets import Buckets
-from backends.blobseer_like.config import BlobseerConfig
-from backends.blobseer_like.gc import Collector, GcReport
-from backends.blobseer_like.metrics import StoreMetrics
-from backends.blobseer_like.objects import Objects
-from backends.blobseer_like.provider import ProviderError
-from backends.blobseer_like.ranged import RangedWrites
-from backends.blobseer_like.store import BlobStore
-from backends.blobseer_like.uploads import Uploads
-from backends.blocking import run_blocking
-from backends.errors import BackendError
+from backends.core.blocking import run_blocking
+from backends.core.errors import BackendError
 from backends.multipart import MIN_PART_SIZE
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import time
 
-from backends.base import BucketInfo
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.index import Batch
 from backends.blobseer_like.store import BlobStore
-from backends.blocking import run_blocking
-from backends.errors import BucketAlreadyOwnedByYou, BucketNotEmpty, NoSuchBucket
-from backends.keys import check_bucket
+from backends.core.base import BucketInfo
+from backends.core.blocking import run_blocking
+from backends.core.errors import BucketAlreadyOwnedByYou, BucketNotEmpty, NoSuchBucket
+from backends.core.keys import check_bucket
 
 
 class Buckets:

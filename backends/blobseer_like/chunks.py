@@ -17,7 +17,7 @@ from backends.blobseer_like import format as fmt
 from backends.blobseer_like.pins import Pin, PinSet
 from backends.blobseer_like.pool import ProviderPool
 from backends.blobseer_like.provider import Provider
-from backends.blocking import run_blocking
+from backends.core.blocking import run_blocking
 
 
 async def settled(futures: Iterable[asyncio.Future[Any]]) -> None:

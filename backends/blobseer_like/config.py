@@ -6,7 +6,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.units import parse_rate, parse_size
+from backends.core.units import parse_rate, parse_size
 
 KiB = 1 << 10
 MiB = 1 << 20

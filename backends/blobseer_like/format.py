@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
+from backends.core.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
 from backends.metajson import meta_from_json, meta_to_json
 
 VERSION = 1

@@ -15,7 +15,7 @@ from backends.blobseer_like.gc import GcReport
 from backends.blobseer_like.index import RecordEntry
 from backends.blobseer_like.rebuild import RebuildReport, rebuild_index
 from backends.blobseer_like.store import BlobStore
-from backends.blocking import run_blocking
+from backends.core.blocking import run_blocking
 
 
 @dataclass

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from backends.blobseer_like.index import Batch, RecordEntry
 from backends.blobseer_like.provider import Provider
 from backends.blobseer_like.store import BlobStore
-from backends.blocking import run_blocking
+from backends.core.blocking import run_blocking
 
 log = logging.getLogger("squall.blobseer")
 

@@ -29,7 +29,7 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from backends.blobseer_like import format as fmt
-from backends.errors import ServiceUnavailable
+from backends.core.errors import ServiceUnavailable
 
 INDEX_FORMAT = "squall-blobseer-index"
 

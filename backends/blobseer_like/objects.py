@@ -5,7 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
-from backends.base import (
+from backends.blobseer_like import format as fmt
+from backends.blobseer_like.chunks import ChunkStream, ChunkWriter, pieces
+from backends.blobseer_like.pins import Pin
+from backends.blobseer_like.store import BlobStore
+from backends.core.base import (
     DescribedBody,
     ObjectInfo,
     ObjectMeta,
@@ -13,12 +17,8 @@ from backends.base import (
     RangeRequest,
     final_meta,
 )
-from backends.blobseer_like import format as fmt
-from backends.blobseer_like.chunks import ChunkStream, ChunkWriter, pieces
-from backends.blobseer_like.pins import Pin
-from backends.blobseer_like.store import BlobStore
-from backends.blocking import run_blocking
-from backends.errors import (
+from backends.core.blocking import run_blocking
+from backends.core.errors import (
     BadDigest,
     InvalidDigest,
     InvalidKey,
@@ -27,7 +27,7 @@ from backends.errors import (
     NoSuchKey,
     PreconditionFailed,
 )
-from backends.keys import check_bucket, check_key
+from backends.core.keys import check_bucket, check_key
 
 INTERNAL_PREFIX = "\x7f"  # keys of the versioning layer (noncurrent versions, markers)
 MAX_INTERNAL_KEY_BYTES = 4096

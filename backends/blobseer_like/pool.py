@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import ProviderInfo
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.config import BlobseerConfig
 from backends.blobseer_like.provider import Provider, ProviderError
-from backends.blocking import run_blocking
+from backends.core.base import ProviderInfo
+from backends.core.blocking import run_blocking
 from backends.files import read_small
 
 log = logging.getLogger("squall.blobseer")

@@ -17,8 +17,8 @@ from pathlib import Path
 from awscrt.checksums import crc64nvme
 
 from backends.blobseer_like import format as fmt
-from backends.blocking import run_blocking
-from backends.errors import BackendError
+from backends.core.blocking import run_blocking
+from backends.core.errors import BackendError
 from backends.files import (
     FILE_MODE,
     O_CREATE,

@@ -13,13 +13,13 @@ import hashlib
 import time
 from dataclasses import replace
 
-from backends.base import DescribedBody, ObjectInfo, ObjectMeta
 from backends.blobseer_like import format as fmt
 from backends.blobseer_like.chunks import starts_of
 from backends.blobseer_like.objects import Objects, check_object_key, chunk_ids
 from backends.blobseer_like.store import BlobStore, Builder
-from backends.errors import ConditionalRequestConflict, InvalidWriteOffset
-from backends.keys import check_bucket
+from backends.core.base import DescribedBody, ObjectInfo, ObjectMeta
+from backends.core.errors import ConditionalRequestConflict, InvalidWriteOffset
+from backends.core.keys import check_bucket
 
 
 def chunk_map_etag(chunks: tuple[fmt.ChunkRef, ...]) -> str:

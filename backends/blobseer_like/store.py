@@ -25,9 +25,9 @@ from backends.blobseer_like.pins import Pin, PinSet
 from backends.blobseer_like.pool import ProviderPool
 from backends.blobseer_like.provider import Provider
 from backends.blobseer_like.rebuild import RebuildReport, rebuild_index
-from backends.blocking import run_blocking
-from backends.conditions import check_write_conditions
-from backends.errors import BackendError, NoSuchBucket
+from backends.core.blocking import run_blocking
+from backends.core.conditions import check_write_conditions
+from backends.core.errors import BackendError, NoSuchBucket
 from backends.locks import NamedLocks
 from backends.oserrors import os_errors
 

@@ -11,7 +11,13 @@ import hashlib
 import re
 import time
 
-from backends.base import (
+from backends.blobseer_like import format as fmt
+from backends.blobseer_like.chunks import pieces
+from backends.blobseer_like.index import Batch
+from backends.blobseer_like.objects import Objects, check_object_key
+from backends.blobseer_like.provider import Provider
+from backends.blobseer_like.store import BlobStore
+from backends.core.base import (
     ByteRange,
     CompletedPart,
     DescribedBody,
@@ -21,18 +27,12 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.blobseer_like import format as fmt
-from backends.blobseer_like.chunks import pieces
-from backends.blobseer_like.index import Batch
-from backends.blobseer_like.objects import Objects, check_object_key
-from backends.blobseer_like.provider import Provider
-from backends.blobseer_like.store import BlobStore
-from backends.blocking import run_blocking
-from backends.errors import BadDigest, InvalidDigest, NoSuchUpload, PreconditionFailed
-from backends.keys import check_bucket
+from backends.core.blocking import run_blocking
+from backends.core.errors import BadDigest, InvalidDigest, NoSuchUpload, PreconditionFailed
+from backends.core.keys import check_bucket
+from backends.core.upload_checksums import part_checksum
 from backends.multipart import check_completion, completed_meta, multipart_etag
 from backends.oserrors import os_errors
-from backends.upload_checksums import part_checksum
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 

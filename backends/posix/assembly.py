@@ -36,12 +36,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.base import PartInfo
+from backends.core.base import PartInfo
+from backends.core.errors import IncompleteBody
+from backends.core.regions import FileRegion
 from backends.direct_io import DirectWriter
-from backends.errors import IncompleteBody
 from backends.files import FILE_MODE, O_CREATE, O_READ, fsync_dir, read_small, temp_name
 from backends.posix.staging import StagedFile
-from backends.regions import FileRegion
 
 ASSEMBLY = "assembly"
 STRIDE = "stride"

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-from backends.base import (
+from backends.core.base import (
     BucketInfo,
     CompletedPart,
     DescribedBody,
@@ -18,8 +18,8 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.blocking import run_blocking
-from backends.errors import BackendError
+from backends.core.blocking import run_blocking
+from backends.core.errors import BackendError
 from backends.locks import NamedLocks
 from backends.multipart import MIN_PART_SIZE
 from backends.oserrors import os_errors

@@ -13,16 +13,16 @@ import stat
 import time
 from pathlib import Path
 
-from backends.base import BucketInfo
-from backends.errors import (
+from backends.core.base import BucketInfo
+from backends.core.errors import (
     BackendError,
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     InvalidBucketName,
     NoSuchBucket,
 )
+from backends.core.keys import check_bucket
 from backends.files import fsync_dir, read_small, remove_tree, write_atomic
-from backends.keys import check_bucket
 from backends.posix.hidden import HiddenArea
 
 BUCKET_MAGIC = "squall.bucket"

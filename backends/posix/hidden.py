@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.errors import BackendError
+from backends.core.errors import BackendError
+from backends.core.keys import INTERNAL_PREFIX
 from backends.files import O_DIR, fsync_dir, read_small, remove_tree, write_atomic
-from backends.keys import INTERNAL_PREFIX
 from backends.posix import tree
 from backends.posix.layout import FORMAT_VERSION
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.errors import InvalidKey, KeyTooLong
-from backends.keys import check_key
+from backends.core.errors import InvalidKey, KeyTooLong
+from backends.core.keys import check_key
 
 FORMAT_VERSION = 1
 MARK = "%%"

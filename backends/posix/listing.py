@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from itertools import count
 
-from backends.base import ObjectInfo
+from backends.core.base import ObjectInfo
 from backends.posix import tree
 from backends.posix.layout import DISPLACED, decode_name, is_canonical
 

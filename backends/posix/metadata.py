@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from backends.files import fsync_dir, read_small, write_atomic
 from backends.metajson import meta_from_json, meta_to_json
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-from backends.base import (
+from backends.core.base import (
     DescribedBody,
     ObjectInfo,
     ObjectMeta,
@@ -16,9 +16,9 @@ from backends.base import (
     RangeRequest,
     final_meta,
 )
-from backends.blocking import run_blocking
-from backends.conditions import check_write_conditions
-from backends.errors import (
+from backends.core.blocking import run_blocking
+from backends.core.conditions import check_write_conditions
+from backends.core.errors import (
     BackendError,
     BadDigest,
     InvalidDigest,
@@ -26,7 +26,7 @@ from backends.errors import (
     NoSuchKey,
     PreconditionFailed,
 )
-from backends.keys import check_bucket
+from backends.core.keys import check_bucket
 from backends.locks import NamedLocks
 from backends.oserrors import os_errors
 from backends.posix import tree

@@ -7,10 +7,10 @@ import contextlib
 import os
 from typing import Any
 
-from backends.blocking import run_blocking
-from backends.errors import BackendError
+from backends.core.blocking import run_blocking
+from backends.core.errors import BackendError
+from backends.core.regions import FileRegion
 from backends.posix.staging import settled
-from backends.regions import FileRegion
 
 
 class FileBody:

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from backends.base import DescribedBody
-from backends.blocking import run_blocking
+from backends.core.base import DescribedBody
+from backends.core.blocking import run_blocking
+from backends.core.regions import FileRegion, take_regions
 from backends.direct_io import DirectWriter
 from backends.files import FILE_MODE, O_CREATE, O_READ, temp_name
-from backends.regions import FileRegion, take_regions
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

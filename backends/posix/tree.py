@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.errors import BackendError, NoSuchBucket
+from backends.core.errors import BackendError, NoSuchBucket
 from backends.files import O_DIR, O_READ, fsync_dir
 from backends.posix.layout import DISPLACED, KeyPath
 

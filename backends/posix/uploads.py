@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.base import (
+from backends.core.base import (
     CompletedPart,
     DescribedBody,
     ObjectInfo,
@@ -34,8 +34,8 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.blocking import run_blocking
-from backends.errors import (
+from backends.core.blocking import run_blocking
+from backends.core.errors import (
     BadDigest,
     InvalidDigest,
     InvalidPart,
@@ -44,6 +44,8 @@ from backends.errors import (
     NoSuchUpload,
     PreconditionFailed,
 )
+from backends.core.keys import check_bucket
+from backends.core.upload_checksums import part_checksum
 from backends.files import (
     copy_data,
     fsync_dir,
@@ -52,7 +54,6 @@ from backends.files import (
     temp_name,
     write_atomic,
 )
-from backends.keys import check_bucket
 from backends.locks import NamedLocks
 from backends.metajson import meta_from_json, meta_to_json
 from backends.multipart import (
@@ -68,7 +69,6 @@ from backends.posix.hidden import HiddenArea
 from backends.posix.layout import encode_key
 from backends.posix.objects import ObjectFiles
 from backends.posix.staging import StagedFile, commit_shielded, settled
-from backends.upload_checksums import part_checksum
 
 UPLOAD_MAGIC = "squall.upload"
 PART_MAGIC = "squall.part"

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.base import (
+from backends.core.base import (
     BucketInfo,
     ByteRange,
     CompletedPart,
@@ -20,7 +20,7 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.errors import (
+from backends.core.errors import (
     ConditionalRequestConflict,
     InvalidRange,
     NoSuchBucket,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from backends.base import BucketInfo
-from backends.errors import (
+from backends.core.base import BucketInfo
+from backends.core.errors import (
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     NoSuchBucket,

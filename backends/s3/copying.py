@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from backends.s3.errors import upstream
 from backends.s3.naming import Location
 from backends.s3.upstream import Upstream

@@ -20,7 +20,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from backends import errors as e
+from backends.core import errors as e
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from backends.base import BucketInfo, ObjectInfo
-from backends.errors import InvalidKey, NoSuchBucket, NoSuchKey
-from backends.keys import INTERNAL_PREFIX
+from backends.core.base import BucketInfo, ObjectInfo
+from backends.core.errors import InvalidKey, NoSuchBucket, NoSuchKey
+from backends.core.keys import INTERNAL_PREFIX
 from backends.s3.errors import error_code, upstream
 from backends.s3.upstream import Upstream
 

@@ -5,7 +5,7 @@ Upstream user metadata (``x-amz-meta-*``) carries, besides the client's own entr
 * ``squall-checksum: ALGO:BASE64`` -- the object's full-object checksum. Squall keeps it
   here rather than as a native upstream checksum: the S3 layer has already verified it,
   upstreams differ in the algorithms they support (CRC64NVME, composite vs full-object),
-  and this way any algorithm of :data:`backends.base.CHECKSUM_ALGORITHMS` round-trips.
+  and this way any algorithm of :data:`backends.core.base.CHECKSUM_ALGORITHMS` round-trips.
 * ``squall-etag: HEX`` -- the object's ETag as Squall reports it, when it differs from the
   upstream ETag (an object PUT through a multipart upload upstream; copies of it).
 * ``squall-expires`` -- an Expires value that is not an RFC 1123 date (upstream would
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from backends.base import CHECKSUM_ALGORITHMS, DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta
+from backends.core.base import CHECKSUM_ALGORITHMS, DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta
 
 _RESERVED = "squall-"
 _ESCAPED = "squall-u-"

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.errors import InvalidBucketName, NoSuchBucket, NoSuchKey, PreconditionFailed
-from backends.keys import check_bucket
+from backends.core.errors import InvalidBucketName, NoSuchBucket, NoSuchKey, PreconditionFailed
+from backends.core.keys import check_bucket
 from backends.s3.errors import upstream
 from backends.s3.naming import Naming
 

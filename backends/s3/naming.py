@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.errors import InvalidKey
-from backends.keys import INTERNAL_PREFIX
+from backends.core.errors import InvalidKey
+from backends.core.keys import INTERNAL_PREFIX
 
 INTERNAL_UPSTREAM = ".squall-internal/"
 # Where the shared mapping keeps its bucket markers, after the configured prefix.

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
-from backends.blocking import run_blocking
+from backends.core.blocking import run_blocking
 
 
 class Spool:

@@ -11,7 +11,7 @@ Part checksums (the S3 layer's verified ``(algorithm, value)``) are kept in memo
 upload's lifetime: upstreams differ in the checksums they accept on parts, and S3 has no
 per-part metadata. After a restart, parts list without checksums (see docs/s3-backend.md).
 The upload's metadata, with the checksum algorithm and type it declared
-(:mod:`backends.upload_checksums`), is kept the same way: the object's checksum is written
+(:mod:`backends.core.upload_checksums`), is kept the same way: the object's checksum is written
 into its upstream metadata after completion (a server-side copy onto itself), and after a
 restart an upload completes without one.
 """
@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from backends.base import (
+from backends.core.base import (
     CompletedPart,
     DescribedBody,
     ObjectInfo,
@@ -33,13 +33,13 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.errors import BadDigest, NoSuchBucket, NoSuchUpload, PreconditionFailed
+from backends.core.errors import BadDigest, NoSuchBucket, NoSuchUpload, PreconditionFailed
+from backends.core.upload_checksums import part_checksum, undeclared, upload_checksum
 from backends.multipart import check_completion, completed_meta
 from backends.s3.errors import upstream
 from backends.s3.meta import write_params
 from backends.s3.spool import Spool
 from backends.s3.upstream import Upstream, b64
-from backends.upload_checksums import part_checksum, undeclared, upload_checksum
 
 
 def _ts(value: datetime | None) -> float:

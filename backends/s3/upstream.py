@@ -6,7 +6,7 @@ import asyncio
 import base64
 from typing import Any
 
-from backends.errors import NoSuchBucket, NoSuchKey, PreconditionFailed
+from backends.core.errors import NoSuchBucket, NoSuchKey, PreconditionFailed
 from backends.locks import NamedLocks
 from backends.s3.client import ClientHolder
 from backends.s3.config import S3Config

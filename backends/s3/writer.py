@@ -21,9 +21,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from backends.base import DescribedBody, ObjectInfo, ObjectMeta, final_meta
-from backends.blocking import run_blocking
-from backends.errors import BadDigest, EntityTooLarge
+from backends.core.base import DescribedBody, ObjectInfo, ObjectMeta, final_meta
+from backends.core.blocking import run_blocking
+from backends.core.errors import BadDigest, EntityTooLarge
 from backends.multipart import MAX_PART_NUMBER
 from backends.s3.copying import abort_quietly
 from backends.s3.errors import upstream

@@ -16,18 +16,17 @@ import urllib.parse
 import weakref
 from collections.abc import Callable, Mapping
 
-from backends.errors import NoSuchKey, NoSuchVersion, StorageError
+from backends.core.errors import NoSuchKey, NoSuchVersion, StorageError
 from gateway.auth import bucket_access
 from gateway.auth.acl import ACL_METADATA, Acl, private
 from gateway.auth.actions import ACTIONS, Permission, Scope
 from gateway.auth.bucket_access import DOCUMENT, S3_DEFAULTS, BucketAccess, NewBucketDefaults
 from gateway.auth.owners import ListingOwners
 from gateway.auth.policy import BucketPolicy, Decision, PolicyRequest, bucket_policy
-from gateway.bucket_config import BucketConfigs
-from gateway.s3api.errors import AccessDenied
-from gateway.service import ObjectService
-from gateway.users import User, UserDirectory
-from gateway.versioning.errors import VersionIsDeleteMarker
+from gateway.auth.users import User, UserDirectory
+from gateway.protocol.errors import AccessDenied, VersionIsDeleteMarker
+from gateway.service.bucket_config import BucketConfigs
+from gateway.service.objects import ObjectService
 
 _COPIES = frozenset({"CopyObject", "UploadPartCopy"})
 

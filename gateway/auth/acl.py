@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from xml.etree.ElementTree import Element
 
 from gateway.auth.actions import Permission
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MalformedACLError,
     MalformedXML,
     UnresolvableGrantByEmailAddress,
 )
-from gateway.s3api.xml import el, parse
+from gateway.protocol.xml import el, parse
 
 #: user metadata name under which an object's owner and ACL are kept (never shown)
 ACL_METADATA = "squall-acl"

@@ -8,8 +8,8 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 from starlette.types import Scope
 
-from backends.errors import StorageError
-from gateway.s3api.errors import s3_error_for
+from backends.core.errors import StorageError
+from gateway.protocol.errors import s3_error_for
 
 
 def refusal(request: Request, authenticate: Callable[[Scope], str], *,

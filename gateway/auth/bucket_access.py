@@ -1,6 +1,6 @@
 """A bucket's owner, ACL, object ownership setting and public access block: one small
 document (``access``) kept with the bucket's other configuration documents
-(:mod:`gateway.bucket_config`) and cached as briefly as they are.
+(:mod:`gateway.service.bucket_config`) and cached as briefly as they are.
 
 A bucket without the document was created before buckets had owners: the admin owns it,
 its ACL is private, it has no ownership controls (objects belong to their writers, as
@@ -14,8 +14,8 @@ from enum import Enum
 from typing import Any
 
 from gateway.auth.acl import Acl, private
-from gateway.bucket_config import BucketConfigs
-from gateway.s3api.errors import AccessDenied
+from gateway.protocol.errors import AccessDenied
+from gateway.service.bucket_config import BucketConfigs
 
 DOCUMENT = "access"
 

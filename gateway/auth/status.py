@@ -20,8 +20,8 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backends.errors import StorageError
-from gateway.s3api.errors import s3_error_for
+from backends.core.errors import StorageError
+from gateway.protocol.errors import s3_error_for
 
 STATUS_PATHS = frozenset({"/_squall/status", "/_squall/metrics", "/_squall/cluster",
                           "/_squall/ui/data"})

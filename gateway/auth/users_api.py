@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 from starlette.types import Scope
 
-from backends.units import parse_rate
+from backends.core.units import parse_rate
 from gateway.auth import admin
-from gateway.users import (
+from gateway.auth.users import (
     NoSuchUser,
     UserDirectory,
     UserError,

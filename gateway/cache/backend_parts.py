@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from backends.base import (
+from backends.core.base import (
     CompletedPart,
     DescribedBody,
     MultipartBackend,
@@ -27,8 +27,8 @@ from backends.base import (
     RangeRequest,
     Relay,
 )
-from backends.blocking import run_cache_blocking
-from backends.errors import (
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import (
     BackendError,
     BadDigest,
     NoSuchKey,

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from backends.base import UploadInfo
-from backends.errors import NoSuchUpload
+from backends.core.base import UploadInfo
+from backends.core.errors import NoSuchUpload
 from gateway.cache.entry import Entry
 from gateway.cache.tier import CacheTier
 

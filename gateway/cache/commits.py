@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from backends.blocking import run_cache_blocking
+from backends.core.blocking import run_cache_blocking
 
 B = TypeVar("B")  # a batch of index changes (gateway.cache.index.Batch)
 

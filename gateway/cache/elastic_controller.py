@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from backends.throttle import TokenBucket
 from gateway.cache.elastic import (
     Action,

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
+from backends.core.base import ObjectInfo, ObjectMeta, PartInfo, UploadInfo
 from gateway.cache.inline import InlineBudget, InlinePayload
 
 RECORD_VERSION = 1

@@ -7,10 +7,10 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from backends.base import ObjectInfo, ObjectStream
-from backends.blocking import run_cache_blocking
-from backends.errors import SlowDown, StorageError
-from backends.streams import ClosingBody, CountingBody
+from backends.core.base import ObjectInfo, ObjectStream
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import SlowDown, StorageError
+from backends.core.streams import ClosingBody, CountingBody
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.inline import InlinePayload, inline_room
 from gateway.cache.services import ReadThroughHost

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import time
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.cache.quarantine import PERMANENT_ERRORS
 
 #: flushes failing without a success for this long make the store count as failing

@@ -17,9 +17,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
-from backends.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
-from backends.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
-from backends.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
+from backends.core.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
+from backends.core.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
+from backends.core.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.flush_health import FlushFailures

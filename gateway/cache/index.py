@@ -24,7 +24,7 @@ from typing import cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.cache.commits import GroupCommit
 from gateway.cache.entry import (
     BackendPart,

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from backends.base import ObjectInfo
+from backends.core.base import ObjectInfo
 
 if TYPE_CHECKING:
     from gateway.cache.store import CacheStore

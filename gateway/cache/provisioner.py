@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from backends.blocking import run_cache_blocking
+from backends.core.blocking import run_cache_blocking
 from gateway.cache.volumes import fsync_dir
 
 MARKER = "squall-volume.json"

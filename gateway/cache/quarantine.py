@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backends.errors import (
+from backends.core.errors import (
     EntityTooLarge,
     InvalidBucketName,
     InvalidKey,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from backends.base import BodyFacts, ByteRange, ObjectStream, Relay
-from backends.blocking import run_cache_blocking
-from backends.regions import FileRegion
-from backends.streams import ClosingBody, CountingBody
+from backends.core.base import BodyFacts, ByteRange, ObjectStream, Relay
+from backends.core.blocking import run_cache_blocking
+from backends.core.regions import FileRegion
+from backends.core.streams import ClosingBody, CountingBody
 from gateway.cache.entry import Entry, Segment
 from gateway.cache.store import CacheStore
 from gateway.cache.volumes import DataFileReader, read_range

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable
 from typing import Protocol, TypeVar
 
-from backends.base import Backend, ObjectStream, RangeRequest
+from backends.core.base import Backend, ObjectStream, RangeRequest
 from gateway.cache.admission import Admission
 from gateway.cache.spool import Spooled
 from gateway.cache.store import BK, CacheStore

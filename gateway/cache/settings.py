@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from backends.unit_types import ByteSize, Rate
+from backends.core.unit_types import ByteSize, Rate
 
 
 class CacheVolumeSettings(BaseModel):

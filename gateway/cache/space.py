@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from backends.blocking import run_cache_blocking
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.cache.changes import Changes
 from gateway.cache.entry import Entry, Segment
 from gateway.cache.keylock import KeyLocks

@@ -12,9 +12,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from backends.base import DescribedBody, Relay
-from backends.blocking import run_cache_blocking
-from backends.errors import BadDigest, SlowDown
+from backends.core.base import DescribedBody, Relay
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import BadDigest, SlowDown
 from gateway.cache.device import device_full, out_of_space
 from gateway.cache.entry import Segment
 from gateway.cache.inline import InlinePayload, inline_room

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from backends.blocking import run_cache_blocking
-from backends.errors import ServiceUnavailable
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import ServiceUnavailable
 from gateway.cache.changes import Changes
 from gateway.cache.entry import Entry, EntryState, Part, Segment, Upload
 from gateway.cache.index import Batch, Index

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     BucketInfo,
     CompletedPart,
@@ -34,8 +34,8 @@ from backends.base import (
     bare,
     final_meta,
 )
-from backends.conditions import check_write_etag
-from backends.errors import (
+from backends.core.conditions import check_write_etag
+from backends.core.errors import (
     BackendError,
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
@@ -45,9 +45,9 @@ from backends.errors import (
     ServiceUnavailable,
     SlowDown,
 )
-from backends.keys import check_key
+from backends.core.keys import check_key
+from backends.core.streams import ClosingBody, CountingBody
 from backends.multipart import MIN_PART_SIZE
-from backends.streams import ClosingBody, CountingBody
 from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
 from gateway.cache.device import clamp_to_device
 from gateway.cache.elastic_controller import ElasticController
@@ -66,7 +66,7 @@ from gateway.cache.settings import CacheSettings, ElasticSettings
 from gateway.cache.spool import CacheFull, Spooled, overflow_body, spool
 from gateway.cache.store import BK, CacheStore
 from gateway.cache.uploads import CachedUploads
-from gateway.listing import closing
+from gateway.protocol.listing import closing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

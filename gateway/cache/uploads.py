@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     CompletedPart,
     DescribedBody,
@@ -32,14 +32,14 @@ from backends.base import (
     UploadInfo,
     bare,
 )
-from backends.errors import InvalidPart, NoSuchUpload, PreconditionFailed
+from backends.core.errors import InvalidPart, NoSuchUpload, PreconditionFailed
+from backends.core.upload_checksums import part_checksum
 from backends.multipart import (
     MAX_PART_NUMBER,
     check_completion,
     completed_meta,
     multipart_etag,
 )
-from backends.upload_checksums import part_checksum
 from gateway.cache.backend_parts import BackendParts, ForwardedBody
 from gateway.cache.entry import Entry, EntryState, Part, Upload
 from gateway.cache.index import Batch

@@ -21,11 +21,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.blocking import run_cache_blocking
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import BadDigest, ServiceUnavailable, SlowDown
+from backends.core.regions import FileRegion
 from backends.direct_io import DirectWriter
-from backends.errors import BadDigest, ServiceUnavailable, SlowDown
 from backends.files import FILE_MODE, O_CREATE, pwrite_all
-from backends.regions import FileRegion
 
 MAGIC = b"SQCACHE\0"
 FILE_VERSION = 1

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     BucketInfo,
     CompletedPart,
@@ -42,14 +42,14 @@ from backends.base import (
     UploadInfo,
     bare,
 )
-from backends.errors import (
+from backends.core.errors import (
     BucketNotEmpty,
     NotImplementedByBackend,
     PreconditionFailed,
     ServiceUnavailable,
     SlowDown,
 )
-from backends.internal_keys import CONFIG_PREFIX
+from backends.core.internal_keys import CONFIG_PREFIX
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keyguard import WriteGuard
 from gateway.cache.listing import merge_sorted
@@ -60,7 +60,7 @@ from gateway.cluster.remote import Overlay, PeerClient, Peers, UploadsSnapshot
 from gateway.cluster.replication import Replication
 from gateway.cluster.ring import routing_key
 from gateway.cluster.view import Membership
-from gateway.listing import closing
+from gateway.protocol.listing import closing
 
 log = logging.getLogger("squall.cluster")
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 from starlette.types import Message, Receive, Scope
 
-from backends.errors import BadDigest, IncompleteBody
+from backends.core.errors import BadDigest, IncompleteBody
 
 TAG_BYTES = 32
 _INLINE_LIMIT = 1 << 20

@@ -34,7 +34,7 @@ def fetch_ring(endpoint: str, *, timeout: float = 5.0,
                headers: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ring as a member at ``endpoint`` reports it (members empty: no cluster);
     ``context`` verifies an https:// endpoint; ``headers`` authorize the read (the
-    status views are closed by default: gateway.auth.client.status_headers)."""
+    status views are closed by default: gateway.client.signing.status_headers)."""
     request = urllib.request.Request(endpoint.rstrip("/") + CLUSTER_PATH,
                                      headers=dict(headers or {}))
     with urllib.request.urlopen(request, timeout=timeout, context=context) as r:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backends.errors import ServiceUnavailable
-from gateway.s3api.errors import AccessDenied
+from backends.core.errors import ServiceUnavailable
+from gateway.protocol.errors import AccessDenied
 
 
 class MemberUnavailable(ServiceUnavailable):

@@ -28,15 +28,15 @@ from prometheus_client import CollectorRegistry, Counter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backends.errors import ServiceUnavailable, SlowDown, StorageError
+from backends.core.errors import ServiceUnavailable, SlowDown, StorageError
 from gateway.cluster.bodyseal import unseal
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.transport import PeerTransport
 from gateway.cluster.view import Member, Membership
-from gateway.s3api.endpoint import object_target, parse_target
-from gateway.s3api.errors import InternalError, s3_error_for
-from gateway.s3api.responses import error_response
+from gateway.protocol.errors import InternalError, s3_error_for
+from gateway.protocol.responses import error_response
+from gateway.protocol.targets import object_target, parse_target
 
 log = logging.getLogger("squall.cluster")
 CLUSTER_PATH = "/_squall/cluster"

@@ -7,7 +7,7 @@ several keys, DeleteObjects, is split by owner by the member that received it, a
 owner deletes its keys (``POST /_squall/peer/delete-objects``). See docs/cluster.md,
 "Which member runs what".
 
-Imported by the gateway core (``gateway.service``): standard library, backends and
+Imported by the gateway core (``gateway.service.objects``): standard library, backends and
 versioning only (the wire format of these calls is in :mod:`gateway.cluster.wire`).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.versioning.objects import DeleteOutcome
 
 #: (key, version id or None), as a DeleteObjects request names an object.

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from backends.base import ObjectInfo
-from backends.blocking import run_cache_blocking
-from backends.errors import BackendError
+from backends.core.base import ObjectInfo
+from backends.core.blocking import run_cache_blocking
+from backends.core.errors import BackendError
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
 

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from starlette.types import ASGIApp
 
-from backends.base import Backend
-from backends.errors import StorageError
+from backends.core.base import Backend
+from backends.core.errors import StorageError
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.flusher import FlushPacer
 from gateway.cache.keyguard import WriteGuard

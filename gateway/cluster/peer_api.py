@@ -16,16 +16,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from backends.base import Backend, RangeRequest, bare
-from backends.errors import (
+from backends.core.base import Backend, RangeRequest, bare
+from backends.core.errors import (
     BucketNotEmpty,
     IncompleteBody,
     ServiceUnavailable,
     StorageError,
 )
-from backends.numbers import natural
+from backends.core.numbers import natural
 from gateway.cache.cluster_view import ClusterView
-from gateway.checksumming import ChecksummingBody
 from gateway.cluster import wire
 from gateway.cluster.bodyseal import unseal
 from gateway.cluster.errors import PeerAuthFailed, ViewChanged
@@ -33,8 +32,9 @@ from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
 from gateway.cluster.peerauth import HEADER, Marker, PeerAuth
 from gateway.cluster.replication import Replication
 from gateway.cluster.view import Membership
-from gateway.s3api.errors import InternalError, InvalidArgument, s3_error_for
-from gateway.s3api.responses import ObjectStreamResponse
+from gateway.protocol.checksumming import ChecksummingBody
+from gateway.protocol.errors import InternalError, InvalidArgument, s3_error_for
+from gateway.protocol.responses import ObjectStreamResponse
 
 log = logging.getLogger("squall.cluster")
 PATH_PREFIX = "/_squall/peer/"

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backends.numbers import natural
+from backends.core.numbers import natural
 from gateway.cluster.bodyseal import body_key
 from gateway.cluster.errors import PeerAuthFailed
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.background import BackgroundLoop
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keyguard import WriteGuard

@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from backends.base import (
+from backends.core.base import (
     DescribedBody,
     ObjectInfo,
     ObjectMeta,
@@ -19,8 +19,8 @@ from backends.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.errors import ServiceUnavailable
-from backends.streams import ClosingBody, body_of
+from backends.core.errors import ServiceUnavailable
+from backends.core.streams import ClosingBody, body_of
 from gateway.cluster import wire
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem

@@ -28,9 +28,9 @@ import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
 
-from backends.base import Backend, ObjectInfo, bare
-from backends.errors import NoSuchKey, SlowDown, StorageError
-from backends.streams import body_of
+from backends.core.base import Backend, ObjectInfo, bare
+from backends.core.errors import NoSuchKey, SlowDown, StorageError
+from backends.core.streams import body_of
 from gateway.background import BackgroundLoop
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keylock import KeyLocks

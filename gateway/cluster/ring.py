@@ -23,14 +23,14 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from backends.internal_keys import split_record
+from backends.core.internal_keys import split_record
 
 HASH_NAME = "rendezvous-blake2b64"
 
 
 def routing_key(key: str) -> str:
     """The key whose owner stores ``key``: the key itself, except for the versioning
-    layer's records (:mod:`backends.internal_keys`), which live with their user key."""
+    layer's records (:mod:`backends.core.internal_keys`), which live with their user key."""
     record = split_record(key)
     return key if record is None else record[0]
 

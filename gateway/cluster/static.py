@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from backends.errors import ServiceUnavailable
+from backends.core.errors import ServiceUnavailable
 from gateway.cluster.errors import RingMismatch
 from gateway.cluster.ring import Ring
 from gateway.cluster.view import View

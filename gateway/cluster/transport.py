@@ -22,12 +22,12 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from gateway.client.tls import client_context
 from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
 from gateway.cluster.view import Member
-from gateway.tls import client_context
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 # Errors after which a request without a body is sent once more on a new connection

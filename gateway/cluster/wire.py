@@ -4,7 +4,7 @@ and answers of per-key deletes.
 Everything is ASCII JSON (``ensure_ascii``) so it can travel in a header as well as in a
 body; a typed error raised on the owner is raised again, same class and fields, on the
 member that called it. Error classes are found by name among the loaded subclasses of
-:class:`~backends.errors.StorageError`; a cluster member loads the S3 layer's (its peer
+:class:`~backends.core.errors.StorageError`; a cluster member loads the S3 layer's (its peer
 API maps errors through the S3 table), so the codec itself depends on no layer above it.
 """
 
@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from backends.base import ObjectInfo, ObjectMeta, UploadInfo
-from backends.errors import StorageError
+from backends.core.base import ObjectInfo, ObjectMeta, UploadInfo
+from backends.core.errors import StorageError
 from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, DeleteItem
 from gateway.versioning.objects import DeleteOutcome
 

@@ -4,5 +4,5 @@
 - :mod:`gateway.cost.meter`: samples the cache tier and accumulates C(t) while serving.
 - :mod:`gateway.cost.calibration`: calibration tables B_M(x), D_M(x) and their file format.
 - :mod:`gateway.cost.predict`: completion time T, cost C_a, cache-size advice.
-- :mod:`gateway.cost.cli`: ``squall cost``, ``squall predict``, ``squall advise``.
+- :mod:`gateway.commands.cost`: ``squall cost``, ``squall predict``, ``squall advise``.
 """

@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backends.errors import NoSuchBucket, StorageError
-from backends.units import parse_duration, parse_size
+from backends.core.errors import NoSuchBucket, StorageError
+from backends.core.units import parse_duration, parse_size
+from gateway.client.tls import add_ca_bundle_option, ca_bundle
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
 from gateway.fuse_mount.settings import (
     MountSettings,
@@ -23,7 +24,6 @@ from gateway.fuse_mount.settings import (
     check_mountpoint,
     credentials_from_env,
 )
-from gateway.tls import add_ca_bundle_option, ca_bundle
 
 log = logging.getLogger("gateway.fuse_mount")
 

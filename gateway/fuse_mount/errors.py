@@ -1,7 +1,7 @@
 """Storage errors at the S3 client edge, and the one table from error to errno.
 
-``translate`` turns botocore exceptions into the typed errors of :mod:`backends.errors`
-(plus the wire-only access errors of :mod:`gateway.s3api.errors`) and logs each failure
+``translate`` turns botocore exceptions into the typed errors of :mod:`backends.core.errors`
+(plus the wire-only access errors of :mod:`gateway.protocol.errors`) and logs each failure
 with S3's code, message and request id; ``describe`` gives that line for an error raised
 from one; ``errno_for`` maps any exception to the errno a FUSE call returns.
 
@@ -19,9 +19,9 @@ from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from backends import errors as se
-from backends.errors import StorageError
-from gateway.s3api import errors as pe
+from backends.core import errors as se
+from backends.core.errors import StorageError
+from gateway.protocol import errors as pe
 
 log = logging.getLogger(__name__)
 

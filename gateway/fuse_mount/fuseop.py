@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import UploadFailed, describe, errno_for
 

@@ -6,7 +6,8 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
+from gateway.client.tls import client_context
 from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.fuseop import fuse_op
@@ -16,7 +17,6 @@ from gateway.fuse_mount.settings import MountSettings, SettingsError
 from gateway.fuse_mount.signals import flush_on_stop
 from gateway.fuse_mount.store import BucketClient
 from gateway.fuse_mount.stream import StreamChunk
-from gateway.tls import client_context
 
 
 class MountFailed(RuntimeError):

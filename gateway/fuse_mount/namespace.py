@@ -13,7 +13,7 @@ import errno
 from collections.abc import Iterator
 from dataclasses import replace
 
-from backends.errors import NoSuchKey
+from backends.core.errors import NoSuchKey
 from gateway.fuse_mount.attrs import Attr, AttrCache, metadata_for
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.store import BucketClient, RemoteListing, RemoteObject

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.fuse_mount.attrs import Attr, metadata_for, parse_mtime
 from gateway.fuse_mount.errors import UploadFailed, describe
 from gateway.fuse_mount.store import BucketClient, RemoteObject

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from backends.errors import PreconditionFailed
+from backends.core.errors import PreconditionFailed
 from gateway.fuse_mount.attrs import NS, Attr, AttrCache, metadata_for
 from gateway.fuse_mount.binding import current_fuse, exit_loop, mfusepy
 from gateway.fuse_mount.fuseop import fuse_op

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future, wait
 
-from backends.errors import NoSuchKey
+from backends.core.errors import NoSuchKey
 from gateway.fuse_mount.errors import UploadFailed
 from gateway.fuse_mount.openfile import OpenFile, State, WriteConfig, Written
 from gateway.fuse_mount.shared_upload import (

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from backends.errors import NoSuchKey, PreconditionFailed
+from backends.core.errors import NoSuchKey, PreconditionFailed
 from gateway.fuse_mount.errors import UploadFailed
 from gateway.fuse_mount.store import BucketClient, Part
 

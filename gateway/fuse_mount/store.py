@@ -19,8 +19,8 @@ import boto3
 from botocore.config import Config
 from botocore.utils import parse_timestamp
 
-from backends.checksums import new_hasher
-from backends.errors import BackendError, NoSuchKey
+from backends.core.checksums import new_hasher
+from backends.core.errors import BackendError, NoSuchKey
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
 from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody

@@ -24,19 +24,53 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from backends.base import ObjectInfo
-from backends.errors import NoSuchKey, NoSuchUpload, NoSuchVersion, StorageError
+from backends.core.base import BucketInfo, ObjectInfo
+from backends.core.errors import NoSuchKey, NoSuchUpload, NoSuchVersion, StorageError
 from gateway.background import BackgroundLoop
 from gateway.lifecycle.rules import DAY, Rule
-from gateway.service import ObjectService
+from gateway.protocol.listing import ListPage, UploadPage
 from gateway.versioning import VersioningStatus
-from gateway.versioning.listing import VersionEntry
+from gateway.versioning.listing import VersionEntry, VersionPage
+from gateway.versioning.objects import DeleteOutcome
 
 log = logging.getLogger("squall.lifecycle")
 PAGE = 1000
+
+
+class LifecycleTarget(Protocol):
+    """What the scanner asks of the gateway's object service (``ObjectService``)."""
+
+    async def list_buckets(self) -> list[BucketInfo]: ...
+
+    async def lifecycle_rules(self, bucket: str) -> list[Rule] | None: ...
+
+    async def get_bucket_versioning(self, bucket: str) -> VersioningStatus: ...
+
+    async def head_object(self, bucket: str, key: str, *,
+                          version_id: str | None = None) -> ObjectInfo: ...
+
+    async def list_objects(self, bucket: str, *, prefix: str, delimiter: str, max_keys: int,
+                           after: str) -> ListPage: ...
+
+    async def expire_object(self, bucket: str, key: str, *, etag: str, last_modified: float,
+                            version_id: str | None) -> DeleteOutcome | None: ...
+
+    async def list_object_versions(self, bucket: str, *, prefix: str, delimiter: str,
+                                   max_keys: int, key_marker: str,
+                                   version_id_marker: str) -> VersionPage: ...
+
+    async def delete_object(self, bucket: str, key: str, *,
+                            version_id: str | None = None) -> DeleteOutcome: ...
+
+    async def list_multipart_uploads(self, bucket: str, *, prefix: str, delimiter: str,
+                                     max_uploads: int, key_marker: str,
+                                     upload_id_marker: str) -> UploadPage: ...
+
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None: ...
 
 
 @dataclass
@@ -71,7 +105,7 @@ def _everything(_bucket: str, _key: str) -> bool:
 class LifecycleScanner:
     """Enforces lifecycle rules in the background; started and stopped with the gateway."""
 
-    def __init__(self, service: ObjectService, *, interval: float, day_seconds: float = DAY,
+    def __init__(self, service: LifecycleTarget, *, interval: float, day_seconds: float = DAY,
                  owns: Callable[[str, str], bool] = _everything,
                  registry: CollectorRegistry | None = None,
                  clock: Callable[[], float] = time.time) -> None:

@@ -23,12 +23,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
+from gateway.auth.users import UserDirectory
+from gateway.protocol.errors import s3_error_for
 from gateway.qos.controller import QosController
 from gateway.qos.model import QosClass, user_class
-from gateway.s3api.errors import s3_error_for
-from gateway.service import ObjectService
-from gateway.users import UserDirectory
+from gateway.service.objects import ObjectService
 
 Denied = Callable[[Request], JSONResponse | None]
 SUBJECTS = ("bucket", "user")  # the query parameters naming a class

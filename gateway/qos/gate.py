@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from starlette.responses import Response
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 
 #: longest sleep of a waiting request before it looks at the rate again
 RECHECK_S = 0.1

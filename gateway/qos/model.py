@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backends.unit_types import Duration, Rate
+from backends.core.unit_types import Duration, Rate
 
 MAX_GEAR = 16  # 2^16 x G0: far above any device; bounds the doubling
 USER_PREFIX = "user:"

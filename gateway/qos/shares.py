@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backends.errors import SlowDown
-from gateway.users import User, UserLimits
+from backends.core.errors import SlowDown
+from gateway.auth.users import User, UserLimits
 
 #: retry-after of a request refused for its user's requests in flight
 BUSY_RETRY_AFTER_S = 1

@@ -5,7 +5,7 @@ failure (short body, ``x-amz-content-sha256`` mismatch, checksum mismatch, bad c
 signature) is raised from ``__anext__`` in place of the final ``StopAsyncIteration``, so a
 backend that consumes the body never commits one that failed. Once exhausted, ``facts.checksum``
 is ``(ALGORITHM, base64)`` when the client sent or asked for an additional checksum; it is
-what :func:`backends.base.final_meta` picks up.
+what :func:`backends.core.base.final_meta` picks up.
 
 Error codes follow S3: a checksum value that is not valid base64 of the right size is
 ``InvalidRequest`` ("Value for x-amz-checksum-crc32 header is invalid."), a mismatch is
@@ -19,18 +19,18 @@ import hashlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from backends.base import CHECKSUM_ALGORITHMS, BodyFacts, DescribedBody
-from backends.blocking import run_blocking
-from backends.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
-from backends.errors import BadDigest, IncompleteBody
-from backends.numbers import natural
-from gateway.s3api.chunked import HASH_OFFLOAD_BYTES, AwsChunkedDecoder
-from gateway.s3api.errors import (
+from backends.core.base import CHECKSUM_ALGORITHMS, BodyFacts, DescribedBody
+from backends.core.blocking import run_blocking
+from backends.core.checksums import Hasher, algorithm_from_header_name, decode_value, new_hasher
+from backends.core.errors import BadDigest, IncompleteBody
+from backends.core.numbers import natural
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MissingContentLength,
     XAmzContentSHA256Mismatch,
 )
+from gateway.s3api.chunked import HASH_OFFLOAD_BYTES, AwsChunkedDecoder
 from gateway.s3api.sigv4 import AuthContext, PayloadMode
 
 _CHECKSUM_PREFIX = "x-amz-checksum-"

@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from xml.etree.ElementTree import Element
 
-from backends.base import CHECKSUM_ALGORITHMS, ObjectInfo
-from backends.checksums import algorithm_from_header_name, decode_value
-from backends.multipart import MAX_PART_NUMBER
-from backends.upload_checksums import (
+from backends.core.base import CHECKSUM_ALGORITHMS, ObjectInfo
+from backends.core.checksums import algorithm_from_header_name, decode_value
+from backends.core.upload_checksums import (
     CHECKSUM_TYPES,
     UploadChecksum,
     allowed,
     checksum_type,
     default_type,
 )
-from gateway.s3api.errors import InvalidRequest
-from gateway.s3api.xml import el
+from backends.multipart import MAX_PART_NUMBER
+from gateway.protocol.errors import InvalidRequest
+from gateway.protocol.xml import el
 
 _UNSUPPORTED = ("Checksum algorithm provided is unsupported. Please try again with any of the "
                 "valid types: [" + ", ".join(CHECKSUM_ALGORITHMS) + "]")

@@ -24,9 +24,9 @@ import hmac
 import re
 from collections.abc import AsyncIterator
 
-from backends.blocking import run_blocking
-from backends.errors import IncompleteBody
-from gateway.s3api.errors import InvalidRequest, SignatureDoesNotMatch
+from backends.core.blocking import run_blocking
+from backends.core.errors import IncompleteBody
+from gateway.protocol.errors import InvalidRequest, SignatureDoesNotMatch
 from gateway.s3api.sigv4 import EMPTY_SHA256, AuthContext, PayloadMode, sign_hex
 
 MAX_LINE = 4096  # longest chunk-header or trailer line accepted, without its CRLF

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect, Request
 
-from backends.errors import IncompleteBody
-from backends.numbers import INT32_MAX, integer
+from backends.core.errors import IncompleteBody
+from backends.core.numbers import INT32_MAX, integer
+from gateway.auth.users import User
+from gateway.protocol.errors import InvalidArgument, MalformedXML
 from gateway.s3api.body import RequestBody, request_body
-from gateway.s3api.errors import InvalidArgument, MalformedXML
 from gateway.s3api.sigv4 import AuthContext
-from gateway.service import ObjectService
-from gateway.users import User
+from gateway.service.objects import ObjectService
 
 if TYPE_CHECKING:
     from gateway.auth.access import AccessControl

@@ -8,29 +8,30 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from backends.errors import StorageError
+from backends.core.errors import StorageError
 from gateway.auth.access import AccessControl, request_origin
 from gateway.auth.bucket_access import S3_DEFAULTS, NewBucketDefaults
+from gateway.auth.users import User, UserDirectory
 from gateway.metrics import Metrics
-from gateway.qos.gate import ClassGate, request_bytes
-from gateway.qos.model import user_class
-from gateway.qos.shares import FairShares
-from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     AccessDenied,
-    InvalidArgument,
     InvalidRequest,
     ProtocolError,
     is_internal,
     s3_error_for,
 )
+from gateway.protocol.responses import error_response
+from gateway.protocol.targets import Target, parse_target
+from gateway.qos.gate import ClassGate, request_bytes
+from gateway.qos.model import user_class
+from gateway.qos.shares import FairShares
+from gateway.s3api.access_log import ACCESS_LOG, claimed_access_key, log_request
+from gateway.s3api.context import S3Request
 from gateway.s3api.handlers import acl as acl_handlers
 from gateway.s3api.handlers import (
     attributes,
@@ -42,12 +43,10 @@ from gateway.s3api.handlers import (
     policy,
     tagging,
 )
-from gateway.s3api.responses import error_response
-from gateway.s3api.routing import Level, route
+from gateway.s3api.routing import route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
 from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate, parse_payload_mode
-from gateway.service import ObjectService
-from gateway.users import User, UserDirectory
+from gateway.service.objects import ObjectService
 
 log = logging.getLogger("squall.s3")
 
@@ -60,45 +59,6 @@ HANDLERS: dict[str, Handler] = {**buckets.HANDLERS, **objects.HANDLERS, **multip
 ANONYMOUS = AuthContext(access_key="", region="", amz_date="", scope="", signing_key=b"",
                         seed_signature="", payload_mode=PayloadMode.UNSIGNED,
                         payload_sha256=None, presigned=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    bucket: str
-    key: str
-
-    @property
-    def level(self) -> Level:
-        if not self.bucket:
-            return Level.SERVICE
-        return Level.OBJECT if self.key else Level.BUCKET
-
-
-def parse_target(raw_path: bytes, host: str, domain: str | None) -> Target:
-    """Bucket and key from a path-style or virtual-hosted-style request."""
-    try:
-        path = urllib.parse.unquote(raw_path.decode("ascii"), errors="strict")
-    except UnicodeError:
-        raise InvalidArgument("The request path is not valid UTF-8.") from None
-    if not path.startswith("/"):
-        raise InvalidRequest("The request path must start with '/'.")
-    host = host.rsplit(":", 1)[0].lower() if host and not host.startswith("[") else host
-    if domain and host.endswith("." + domain):
-        return Target(host[: -len(domain) - 1], path[1:])
-    bucket, _, key = path[1:].partition("/")
-    return Target(bucket, key)
-
-
-def object_target(raw_path: bytes, host: str, domain: str | None) -> tuple[str, str] | None:
-    """Bucket and key of an object-level request; None for a bucket- or service-level
-    request, or one :func:`parse_target` refuses (the endpoint answers that one)."""
-    try:
-        target = parse_target(raw_path, host, domain)
-    except StorageError:
-        return None
-    if not target.bucket or not target.key:
-        return None
-    return target.bucket, target.key
 
 
 def _nobody(access_key: str) -> User | None:

@@ -9,20 +9,20 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 
-from backends.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
-from backends.errors import InvalidDigest
+from backends.core.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, RangeRequest
+from backends.core.errors import InvalidDigest
+from backends.core.numbers import natural
+from backends.core.upload_checksums import UPLOAD_CHECKSUM, checksum_type
 from backends.multipart import PART_LAYOUT
-from backends.numbers import natural
-from backends.upload_checksums import UPLOAD_CHECKSUM, checksum_type
 from gateway.auth.acl import ACL_METADATA
-from gateway.conditions import Conditions
-from gateway.s3api.errors import (
+from gateway.protocol.conditions import Conditions
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidCopySource,
     InvalidTag,
     MetadataTooLarge,
 )
-from gateway.service import CopySource
+from gateway.service.objects import CopySource
 
 MAX_USER_METADATA = 2048
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.

@@ -6,16 +6,9 @@ The operation name is reused for metrics, logs and handler lookup.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 
-from gateway.s3api.errors import MethodNotAllowed, NotImplementedOperation
-
-
-class Level(Enum):
-    SERVICE = "service"
-    BUCKET = "bucket"
-    OBJECT = "object"
-
+from gateway.protocol.errors import MethodNotAllowed, NotImplementedOperation
+from gateway.protocol.targets import Level
 
 # Sub-resources checked in this order; "" means none of them is present.
 _BUCKET_SUBRESOURCES = ("uploads", "delete", "location", "versioning", "tagging", "versions",

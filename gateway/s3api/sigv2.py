@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from urllib.parse import unquote_plus
 
-from backends.numbers import natural
-from gateway.s3api.errors import (
+from backends.core.numbers import natural
+from gateway.protocol.errors import (
     AccessDenied,
     AuthorizationQueryParametersError,
     ExpiredPresignedRequest,

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_to_bytes
 
-from backends.numbers import integer
-from gateway.s3api.errors import (
+from backends.core.numbers import integer
+from gateway.protocol.errors import (
     AccessDenied,
     AuthorizationHeaderMalformed,
     AuthorizationQueryParametersError,

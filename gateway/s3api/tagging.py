@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.s3api.errors import InvalidTag, MalformedXML
-from gateway.s3api.xml import el, parse, text
+from gateway.protocol.errors import InvalidTag, MalformedXML
+from gateway.protocol.xml import el, parse, text
 
 
 def parse_tagging(document: bytes) -> dict[str, str]:

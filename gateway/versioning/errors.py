@@ -3,10 +3,7 @@ writes asked of a process that does not own the key."""
 
 from __future__ import annotations
 
-from email.utils import formatdate
-
-from backends.errors import NoSuchKey, ServiceUnavailable, StorageError
-from gateway.versioning.ids import timestamp
+from backends.core.errors import NoSuchKey, ServiceUnavailable
 
 
 class DeleteMarkerIsLatest(NoSuchKey):
@@ -16,21 +13,6 @@ class DeleteMarkerIsLatest(NoSuchKey):
         super().__init__(bucket, key)
         self.response_headers = {"x-amz-delete-marker": "true",
                                  "x-amz-version-id": version_id}
-
-
-class VersionIsDeleteMarker(StorageError):
-    """The specified method is not allowed against this resource."""
-
-    def __init__(self, bucket: str, key: str, version_id: str, order: str) -> None:
-        super().__init__(resource=f"{bucket}/{key}")
-        self.response_headers = {"x-amz-delete-marker": "true",
-                                 "x-amz-version-id": version_id, "allow": "DELETE",
-                                 "last-modified": formatdate(timestamp(order), usegmt=True)}
-
-
-class SourceIsDeleteMarker(StorageError):
-    """The source of a copy request may not specifically refer to a delete marker by
-    version id."""
 
 
 class NotKeyOwner(ServiceUnavailable):

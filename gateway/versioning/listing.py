@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
-from backends.base import ObjectInfo
-from backends.internal_keys import VERSION_RECORDS as RECORDS
-from backends.internal_keys import escape, record_base
-from gateway.listing import AFTER_ALL, closing, prefix_of
+from backends.core.base import ObjectInfo
+from backends.core.internal_keys import VERSION_RECORDS as RECORDS
+from backends.core.internal_keys import escape, record_base
+from gateway.protocol.listing import AFTER_ALL, closing, prefix_of
 from gateway.versioning import ids
 from gateway.versioning.objects import VersionedObjects, check_version_id
 from gateway.versioning.records import (
@@ -118,7 +118,7 @@ async def version_page(objects: VersionedObjects, bucket: str, *, prefix: str,
                        delimiter: str, max_keys: int, key_marker: str,
                        version_id_marker: str) -> VersionPage:
     """One page of ListObjectVersions. A common prefix is skipped by restarting both
-    listings after it (each layer seeks there; see gateway.listing.list_page)."""
+    listings after it (each layer seeks there; see gateway.protocol.listing.list_page)."""
     await objects.backend.head_bucket(bucket)
     if max_keys <= 0:
         return VersionPage()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     CopyingBackend,
     ObjectInfo,
@@ -32,18 +32,14 @@ from backends.base import (
     RangeRequest,
     bare,
 )
-from backends.errors import InvalidVersionId, NoSuchKey, NoSuchVersion
-from backends.internal_keys import CONFIG_PREFIX, record_base
-from backends.internal_keys import VERSION_RECORDS as RECORDS
+from backends.core.errors import InvalidVersionId, NoSuchKey, NoSuchVersion
+from backends.core.internal_keys import CONFIG_PREFIX, record_base
+from backends.core.internal_keys import VERSION_RECORDS as RECORDS
+from backends.core.streams import body_of
 from backends.locks import NamedLocks
-from backends.streams import body_of
+from gateway.protocol.errors import SourceIsDeleteMarker, VersionIsDeleteMarker
 from gateway.versioning import ids
-from gateway.versioning.errors import (
-    DeleteMarkerIsLatest,
-    NotKeyOwner,
-    SourceIsDeleteMarker,
-    VersionIsDeleteMarker,
-)
+from gateway.versioning.errors import DeleteMarkerIsLatest, NotKeyOwner
 from gateway.versioning.records import (
     ETAG,
     STAMP,
@@ -152,7 +148,7 @@ class VersionedObjects:
         if found is None:
             raise NoSuchVersion(bucket, key, version_id)
         if found.marker:
-            raise VersionIsDeleteMarker(bucket, key, version_id, found.order)
+            raise VersionIsDeleteMarker(bucket, key, version_id, ids.timestamp(found.order))
         return found
 
     async def source(self, bucket: str, key: str, version_id: str | None) -> Version | None:

@@ -6,7 +6,7 @@
   enabled, or by another tool) is the null version, ordered by its modification time.
 * Every **noncurrent** version and every **delete marker** is a version record: an
   object under the internal key ``record_base(key) + invert(order) + "." + kind +
-  nullness`` (the record key layout is defined once, in :mod:`backends.internal_keys`,
+  nullness`` (the record key layout is defined once, in :mod:`backends.core.internal_keys`,
   which the cluster ring reads too). Internal keys start with ``INTERNAL`` (U+007F),
   which clients may not use; a backend may keep them apart (the posix backend stores them
   in its hidden area). Records of one key are contiguous and sort newest first, and keys
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from backends.base import ObjectInfo, ObjectMeta
-from backends.internal_keys import CONFIG_PREFIX, record_base, split_record
-from backends.keys import INTERNAL_PREFIX as INTERNAL
+from backends.core.base import ObjectInfo, ObjectMeta
+from backends.core.internal_keys import CONFIG_PREFIX, record_base, split_record
+from backends.core.keys import INTERNAL_PREFIX as INTERNAL
 from gateway.versioning import ids
 
 FORMAT = 1

@@ -12,9 +12,9 @@ import json
 import logging
 import time
 
-from backends.base import Backend, ObjectMeta
-from backends.errors import BackendError, NoSuchKey, ServiceUnavailable, SlowDown
-from backends.streams import body_of
+from backends.core.base import Backend, ObjectMeta
+from backends.core.errors import BackendError, NoSuchKey, ServiceUnavailable, SlowDown
+from backends.core.streams import body_of
 from gateway.versioning.records import CONFIG_KEY, FORMAT
 
 log = logging.getLogger(__name__)

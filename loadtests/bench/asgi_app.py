@@ -13,10 +13,10 @@ from __future__ import annotations
 from starlette.types import ASGIApp
 
 from gateway.app import build_app
+from gateway.auth.credentials import load_or_create
 from gateway.components import build_components
-from gateway.credentials import load_or_create
-from gateway.server import configure_logging, tune_gc
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
+from gateway.http.server import configure_logging, tune_gc
 
 
 def app() -> ASGIApp:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from backends.units import format_size, parse_size
-from gateway.auth.client import status_headers
+from backends.core.units import format_size, parse_size
+from gateway.client.signing import status_headers
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
 from loadtests.sigv4 import Signer, load_credentials

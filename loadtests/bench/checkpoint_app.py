@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import httpx
 
-from gateway.auth.client import credentials_from_env, status_headers
+from gateway.client.signing import credentials_from_env, status_headers
 from gateway.cost.calibrate import GatewayClient, write_dataset
 
 MB = 1_000_000

@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from backends.units import parse_duration, parse_size
+from backends.core.units import parse_duration, parse_size
 from loadtests.bench.configs import (
     DEFAULT_CONFIGS,
     SQUALL_TEMPLATE,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.units import format_size, parse_duration, parse_size
+from backends.core.units import format_size, parse_duration, parse_size
 from gateway.cluster.client import wait_members
 from gateway.cluster.ring import owner_index
 from loadtests.bench.cpu import cpu_seconds

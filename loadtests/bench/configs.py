@@ -64,7 +64,7 @@ def parse_config(text: str) -> GatewayConfig:
 
 def squall_command() -> str:
     """How to run the gateway: the ``squall`` script if installed, else the module."""
-    return shutil.which("squall") or f"{shlex.quote(sys.executable)} -m gateway.cli"
+    return shutil.which("squall") or f"{shlex.quote(sys.executable)} -m gateway.commands.cli"
 
 
 def server_command(template: str, config: GatewayConfig, **fields: object) -> list[str]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from botocore.credentials import Credentials
 
-from backends.units import parse_size
+from backends.core.units import parse_size
 from gateway.cache.elastic import next_size
 from gateway.cache.volumes import charge
 from gateway.cost.calibrate import GatewayClient, Plan, calibrate, wait_quiet
@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-calibration", action="store_true", help="skip III-C predictions")
     p.add_argument("--out", type=Path, help="save the adaptive run's CSV and PNG here")
     args = p.parse_args(argv)
-    from backends.units import parse_rate
+    from backends.core.units import parse_rate
 
     shape = AppShape(writers=args.writers, init_bytes=parse_size(args.init),
                      checkpoint_bytes=parse_size(args.checkpoint),

@@ -377,7 +377,7 @@ def child_env() -> dict[str, str]:
 
 def squall_mount_argv(endpoint: str, bucket: str, mountpoint: Path,
                       options: Sequence[str] = ()) -> list[str]:
-    return [sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket, str(mountpoint),
+    return [sys.executable, "-m", "gateway.commands.cli", "mount", endpoint, bucket, str(mountpoint),
             *options]
 
 
@@ -395,7 +395,7 @@ def gateway_server(workdir: Path) -> ServerProcess:
     use it as a context manager, which stops it by its PID)."""
     port = free_port()
     return ServerProcess(
-        [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen", f"127.0.0.1:{port}",
          "--data-dir", str(workdir / "data"), "--log-level", "warning", "--public-status"],
         endpoint=f"http://127.0.0.1:{port}", log_path=workdir / "gateway.log", env=child_env())
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aiohttp
 
-from backends.units import format_size, parse_size
+from backends.core.units import format_size, parse_size
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.sigv4 import Signer, load_credentials
 

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from backends.units import format_size, parse_duration, parse_size
+from backends.core.units import format_size, parse_duration, parse_size
 from loadtests.bench.cluster import RoutedTarget, members_cpu_seconds, start_members
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import coordinator_url, etcd_server, squall_credentials

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
 
 HEALTH_PATH = "/_squall/health"
 STATUS_PATH = "/_squall/status"
@@ -206,7 +206,7 @@ def squall_server(name: str, args: Sequence[str], work: Path,
     """``squall serve`` on a free loopback port with its data under ``work/name`` (status
     views public on loopback: the driver samples them)."""
     port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{port}",
+    argv = [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen", f"127.0.0.1:{port}",
             "--data-dir", str(work / name), "--log-level", "warning", "--public-status",
             *args]
     return ServerProcess(argv, endpoint=f"http://127.0.0.1:{port}",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from backends.units import format_size
+from backends.core.units import format_size
 from loadtests.bench.engine import Measurement
 from loadtests.bench.workloads import MIXED_WEIGHTS, Workload
 

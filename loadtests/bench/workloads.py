@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from backends.units import format_size
+from backends.core.units import format_size
 
 Kind = Literal["put", "get", "mixed"]
 Unit = Literal["MiB/s", "ops/s"]

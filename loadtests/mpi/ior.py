@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.units import parse_size
+from backends.core.units import parse_size
 
 MODES = ("nn", "n1")
 

@@ -11,7 +11,7 @@ and closes it afterwards::
             yield store
             await store.aclose()
 
-The suite uses only the protocols of ``backends.base``: nothing here may depend on one
+The suite uses only the protocols of ``backends.core.base``: nothing here may depend on one
 implementation.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from backends.base import (
+from backends.core.base import (
     BodyFacts,
     CompletedPart,
     DescribedBody,
@@ -38,8 +38,8 @@ from backends.base import (
     Relay,
     bare,
 )
-from backends.checksums import new_hasher
-from backends.errors import (
+from backends.core.checksums import new_hasher
+from backends.core.errors import (
     BadDigest,
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
@@ -53,14 +53,14 @@ from backends.errors import (
     NoSuchUpload,
     PreconditionFailed,
 )
-from backends.multipart import PART_LAYOUT, multipart_etag, part_sizes
-from backends.upload_checksums import (
+from backends.core.upload_checksums import (
     COMPOSITE,
     FULL_OBJECT,
     UPLOAD_CHECKSUM,
     UploadChecksum,
     declare,
 )
+from backends.multipart import PART_LAYOUT, multipart_etag, part_sizes
 
 MiB = 1 << 20
 
@@ -148,7 +148,7 @@ FULL_META = ObjectMeta(
 
 
 class BackendConformance:
-    """Contracts of backends.base, run against the ``backend`` fixture of a subclass."""
+    """Contracts of backends.core.base, run against the ``backend`` fixture of a subclass."""
 
     min_part_size: int = 64 * 1024
     # Whether completion records the part sizes (backends.multipart.PART_LAYOUT); an

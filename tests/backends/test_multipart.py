@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from backends.base import ObjectInfo, ObjectMeta, PartInfo
+from backends.core.base import ObjectInfo, ObjectMeta, PartInfo
 from backends.multipart import (
     MAX_LAYOUT_CHARS,
     PART_LAYOUT,

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from backends.errors import BackendError, KeyTooLong, NoSuchKey, PreconditionFailed, SlowDown
+from backends.core.errors import BackendError, KeyTooLong, NoSuchKey, PreconditionFailed, SlowDown
 from backends.oserrors import os_errors
 
 

@@ -44,7 +44,7 @@ RUN = {
 #: Examples not run here, with the reason.
 NOT_RUN = {
     ("README.md", "python3 -m venv .venv"): "installs from the network; the serve part "
-                                            "is tests/gateway/test_cli.py's default start",
+                                            "is tests/gateway/commands/test_cli.py's default start",
     ("README.md", "./scripts/test.sh"): "the test suite itself",
     ("README.md", "SQUALL_TEST_WORKERS=2 ./scripts/test.sh"): "the test suite itself",
     ("fuse-mount.md", "export SQUALL_ACCESS_KEY=..."): "root-owned /mnt and /var/log paths; "

@@ -108,7 +108,7 @@ def test_status_and_sync_report_durability(squall: SquallProcess, s3, bucket: st
 
 
 def test_sync_refuses_bad_credentials(squall: SquallProcess) -> None:
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
+    result = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "sync", "--endpoint",
                              squall.endpoint], capture_output=True, text=True, timeout=60,
                             check=False, env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
                                               "SQUALL_SECRET_KEY": "wrong"})
@@ -116,6 +116,6 @@ def test_sync_refuses_bad_credentials(squall: SquallProcess) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY", "AWS_ACCESS_KEY_ID",
                         "AWS_SECRET_ACCESS_KEY")}
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "sync"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "sync"], capture_output=True,
                             text=True, timeout=60, check=False, env=env)
     assert result.returncode == 2 and "no credentials" in result.stderr

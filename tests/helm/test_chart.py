@@ -30,7 +30,7 @@ import yaml
 from botocore.config import Config
 
 from backends.s3.config import parse_config
-from gateway.settings import Settings, load_settings
+from gateway.config.settings import Settings, load_settings
 from tests.support.etcd import EtcdServer
 from tests.support.server import SquallProcess, free_port
 

@@ -1,4 +1,4 @@
-"""helm/squall/values.schema.json against the settings model (gateway/settings.py).
+"""helm/squall/values.schema.json against the settings model (gateway/config/settings.py).
 
 Every setting the chart passes to Squall (a ``config.*`` value, a key the chart writes
 itself, a ``SQUALL_*`` variable of the container) must be a field of the model, and the
@@ -20,10 +20,10 @@ import yaml
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
+from backends.core.unit_types import DURATION, RATE, SIZE, unit_of
 from backends.s3.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
-from backends.unit_types import DURATION, RATE, SIZE, unit_of
 from gateway.cluster.coordinator.settings import coordinator_settings, parse_endpoints
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "squall"
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

@@ -45,7 +45,7 @@ def server_argv(kind: str, port: int, base: Path) -> tuple[list[str], str]:
             str(port),
         ], "/"
     argv = [
-        sys.executable, "-m", "gateway.cli", "serve",
+        sys.executable, "-m", "gateway.commands.cli", "serve",
         "--listen", f"127.0.0.1:{port}",
         "--data-dir", str(base / "data"),
         "--backend", f"posix:{base / 'backend'}",
@@ -57,8 +57,8 @@ def server_argv(kind: str, port: int, base: Path) -> tuple[list[str], str]:
 def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartServer]:
     """Start servers of the chosen kind; all are stopped (by PID) at the end of the session."""
     kind = server_kind()
-    if kind == "squall" and importlib.util.find_spec("gateway.cli") is None:
-        pytest.skip("the gateway is not importable yet (gateway.cli); use LOADTESTS_SERVER=moto")
+    if kind == "squall" and importlib.util.find_spec("gateway.commands.cli") is None:
+        pytest.skip("the gateway is not importable yet (gateway.commands.cli); use LOADTESTS_SERVER=moto")
     started: list[ServerProcess] = []
 
     def start() -> ServerProcess:

@@ -46,7 +46,7 @@ def test_server_command_fills_the_template() -> None:
         "serve", "--listen", "127.0.0.1:9123", "--data-dir", "/tmp/d x", "--backend",
         "posix:/tmp/b", "--durability", "none",
     ]  # fmt: skip
-    assert argv[0].endswith("squall") or argv[-11:-9] == ["-m", "gateway.cli"]
+    assert argv[0].endswith("squall") or argv[-11:-9] == ["-m", "gateway.commands.cli"]
     moto = server_command("{python} -m moto.server -p {port}", GatewayConfig("m"), port=1)
     assert moto == [sys.executable, "-m", "moto.server", "-p", "1"]
 

@@ -154,7 +154,7 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
            "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
     with open(tmp_path / "squall.log", "ab") as log:
         squall = cluster.client.popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{PORT}",
+            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen", f"127.0.0.1:{PORT}",
              "--data-dir", str(tmp_path / "squall"), "--log-level", "warning",
              "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}",
              *(["--inactivity-delay", "5"] if cache else ["--cache-size", "0"])],
@@ -185,7 +185,7 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
                 time.sleep(1)
             assert state["flushes_total"] > at_kill["flushes_total"], (at_kill, state)
             assert state["health"] == 200, state
-        synced = cluster.client.run([sys.executable, "-m", "gateway.cli", "sync",
+        synced = cluster.client.run([sys.executable, "-m", "gateway.commands.cli", "sync",
                                      "--endpoint", squall_url], env=env, capture_output=True,
                                     text=True, timeout=300, check=False)
         assert synced.returncode == 0, synced.stdout + synced.stderr

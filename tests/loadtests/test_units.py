@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from backends.units import format_size, parse_duration, parse_size
+from backends.core.units import format_size, parse_duration, parse_size
 from loadtests.units import parse_mix, percentile
 
 

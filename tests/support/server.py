@@ -37,7 +37,7 @@ def _takes_workers(args: Sequence[str]) -> bool:
 
 def run_sync(server: SquallProcess, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``squall sync`` against ``server`` with the test credentials: flush everything."""
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", "sync", "--endpoint",
                            server.endpoint], capture_output=True, text=True, timeout=timeout,
                           check=False, env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,
                                             "SQUALL_SECRET_KEY": SECRET_KEY})
@@ -85,7 +85,7 @@ class SquallProcess:
         env = {**os.environ, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", "serve", "--listen",
+                [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen",
                  f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--log-level",
                  "warning", *self.args], env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

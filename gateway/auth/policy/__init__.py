@@ -4,11 +4,11 @@ decision: the caller's default deny). docs/security.md, "Bucket policies"."""
 
 from __future__ import annotations
 
-from backends.errors import BackendError
+from backends.core.errors import BackendError
 from gateway.auth.policy.model import BucketPolicy, Decision, PolicyRequest
 from gateway.auth.policy.parse import MAX_POLICY_SIZE, parse_policy
-from gateway.bucket_config import BucketConfigs
-from gateway.s3api.errors import MalformedPolicy
+from gateway.protocol.errors import MalformedPolicy
+from gateway.service.bucket_config import BucketConfigs
 
 __all__ = ["MAX_POLICY_SIZE", "POLICY", "BucketPolicy", "Decision", "MalformedPolicy",
            "PolicyRequest", "bucket_policy", "parse_policy"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from gateway.auth.policy.variables import Template, has_variables, parse_template, substitute
 from gateway.auth.policy.wildcard import compile_wildcard, has_wildcard
-from gateway.s3api.errors import MalformedPolicy
+from gateway.protocol.errors import MalformedPolicy
 
 IpValue = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

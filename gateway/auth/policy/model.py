@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.auth.policy.conditions import Condition, source_address
 from gateway.auth.policy.variables import Template, substitute
-from gateway.users import User
+from gateway.auth.users import User
 
 
 class Decision(Enum):

@@ -12,7 +12,7 @@ from gateway.auth.policy.conditions import parse_conditions
 from gateway.auth.policy.model import BucketPolicy, Principal, Statement
 from gateway.auth.policy.variables import has_variables, parse_template
 from gateway.auth.policy.wildcard import compile_wildcard, has_wildcard
-from gateway.s3api.errors import MalformedPolicy
+from gateway.protocol.errors import MalformedPolicy
 
 MAX_POLICY_SIZE = 20 * 1024  # S3's limit, on the document without whitespace
 VERSIONS = ("2012-10-17", "2008-10-17")
@@ -21,7 +21,7 @@ _ELEMENTS = ("Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction"
              "Resource", "NotResource", "Condition")
 _S3_ARN = "arn:aws:s3:::"
 _ACTION = re.compile(r"s3:[A-Za-z0-9*?]+", re.IGNORECASE)
-_USER = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")  # IAM user names, as gateway.users
+_USER = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")  # IAM user names, as gateway.auth.users
 _USER_ARN = re.compile(r"arn:aws:iam::[^:]*:user/(?:[^:]*/)?([A-Za-z0-9+=,.@_-]{1,64})")
 _CANONICAL = re.compile(r"[0-9a-fA-F]{64}")
 

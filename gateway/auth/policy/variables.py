@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.auth.policy.wildcard import compile_wildcard
-from gateway.s3api.errors import MalformedPolicy
+from gateway.protocol.errors import MalformedPolicy
 
 VARIABLES = {"aws:username": "aws:username", "aws:userid": "aws:userid"}
 _ESCAPES = {"*", "?", "$"}

@@ -25,7 +25,7 @@ import aetcd
 import grpc
 from aetcd import rpc, watcher
 
-from backends.errors import ServiceUnavailable
+from backends.core.errors import ServiceUnavailable
 from gateway.cluster.coordinator.settings import CoordinatorSettings
 
 log = logging.getLogger("squall.cluster")

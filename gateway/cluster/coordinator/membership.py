@@ -35,7 +35,7 @@ from pathlib import Path
 
 import aetcd
 
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.background import BackgroundLoop
 from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClient
 from gateway.cluster.coordinator.keys import HELD, MEMBERS, SYNCED, Layout, Registration

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from starlette.responses import Response
 
-from backends.base import ObjectMeta
-from backends.errors import NoSuchBucket
+from backends.core.base import ObjectMeta
+from backends.core.errors import NoSuchBucket
 from gateway.auth.access import AccessControl
 from gateway.auth.acl import (
     ACL_METADATA,
@@ -30,8 +30,7 @@ from gateway.auth.bucket_access import (
     PublicAccessBlock,
     new_bucket,
 )
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     AccessControlListNotSupported,
     AccessDenied,
     BucketAlreadyExists,
@@ -42,8 +41,9 @@ from gateway.s3api.errors import (
     NotImplementedOperation,
     OwnershipControlsNotFoundError,
 )
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, parse, text
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import el, parse, text
+from gateway.s3api.context import S3Request
 
 OWNERSHIP_HEADER = "x-amz-object-ownership"
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from backends.base import ObjectInfo
-from backends.errors import NotModified
+from backends.core.base import ObjectInfo
+from backends.core.errors import NotModified
+from backends.core.numbers import INT32_MAX, natural
 from backends.multipart import part_sizes, parts_count
-from backends.numbers import INT32_MAX, natural
+from gateway.protocol.errors import InvalidArgument
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import el, opt
 from gateway.s3api import headers as h
 from gateway.s3api.checksum_headers import checksum_elements
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import InvalidArgument
 from gateway.s3api.handlers.objects import version_id
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, opt
 
 ATTRIBUTES = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
 MAX_PARTS = 1000

@@ -9,13 +9,12 @@ from collections.abc import Callable
 
 from starlette.responses import Response
 
-from backends.base import ObjectMeta
-from backends.errors import BucketAlreadyOwnedByYou
+from backends.core.base import ObjectMeta
+from backends.core.errors import BucketAlreadyOwnedByYou
 from gateway.auth.access import request_origin
 from gateway.auth.owners import ListingOwners
-from gateway.listing import ListPage
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from gateway.auth.users import User
+from gateway.protocol.errors import (
     AccessDenied,
     BucketAlreadyExists,
     InvalidArgument,
@@ -23,10 +22,12 @@ from gateway.s3api.errors import (
     NotImplementedOperation,
     s3_error_for,
 )
+from gateway.protocol.listing import ListPage
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import INITIATOR, OWNER, el, esc, etag_el, iso8601, opt, parse, text
+from gateway.s3api.context import S3Request
 from gateway.s3api.handlers import acl
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import INITIATOR, OWNER, el, esc, etag_el, iso8601, opt, owner, parse, text
-from gateway.service import DeleteResult
+from gateway.service.objects import DeleteResult
 from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
 
@@ -34,6 +35,13 @@ MAX_DELETE_KEYS = 1000
 #: where S3 keeps answering 200 to re-creating a bucket one owns
 LEGACY_REGION = "us-east-1"
 MAX_BUCKETS = 10_000
+
+
+def owner(user: User | None) -> str:
+    """``<Owner>`` naming ``user`` (its canonical id and name); OWNER without one."""
+    if user is None:
+        return OWNER
+    return f"<Owner>{el('ID', user.canonical_id)}{el('DisplayName', user.name)}</Owner>"
 
 
 def _encoder(req: S3Request) -> Callable[[str], str]:

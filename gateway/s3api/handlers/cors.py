@@ -7,10 +7,9 @@ from xml.etree.ElementTree import Element
 
 from starlette.responses import Response
 
-from backends.numbers import natural
-from gateway.cors import MAX_RULES, METHODS, CorsRule, first_match
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from backends.core.numbers import natural
+from gateway.protocol.cors import MAX_RULES, METHODS, CorsRule, first_match
+from gateway.protocol.errors import (
     BadRequest,
     CORSForbidden,
     InvalidArgument,
@@ -18,9 +17,10 @@ from gateway.s3api.errors import (
     MalformedXML,
     NoSuchCORSConfiguration,
 )
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, opt, parse
-from gateway.service import ObjectService
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import el, opt, parse
+from gateway.s3api.context import S3Request
+from gateway.service.objects import ObjectService
 
 MAX_ID = 255
 

@@ -14,19 +14,19 @@ from xml.etree.ElementTree import Element
 
 from starlette.responses import Response
 
-from backends.numbers import integer
+from backends.core.numbers import integer
 from gateway.lifecycle.rules import MAX_NEWER_NONCURRENT, MAX_RULES, Filter, Rule
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MalformedXML,
     NoSuchLifecycleConfiguration,
     NotImplementedOperation,
 )
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import el, parse
+from gateway.s3api.context import S3Request
 from gateway.s3api.handlers.cors import require_integrity_header
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el, parse
 
 MAX_ID = 255
 MAX_PREFIX = 1024

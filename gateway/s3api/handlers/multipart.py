@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from backends.base import CompletedPart
+from backends.core.base import CompletedPart
+from backends.core.numbers import natural
 from backends.multipart import MAX_PART_NUMBER
-from backends.numbers import natural
+from gateway.protocol.errors import InvalidArgument, MalformedPartNumber, MalformedXML
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import INITIATOR, OWNER, el, etag_el, iso8601, opt, parse, text
 from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import InvalidArgument, MalformedPartNumber, MalformedXML
 from gateway.s3api.handlers import acl
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import INITIATOR, OWNER, el, etag_el, iso8601, opt, parse, text
 
 
 def _upload_id(req: S3Request) -> str:

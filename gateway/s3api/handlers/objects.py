@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from backends.base import ObjectInfo
-from backends.errors import NotModified
+from backends.core.base import ObjectInfo
+from backends.core.errors import NotModified
+from backends.core.numbers import natural
 from backends.multipart import MAX_PART_NUMBER, parts_count
-from backends.numbers import natural
-from gateway.parts import part_range
-from gateway.s3api import headers as h
-from gateway.s3api.checksum_headers import object_checksum_headers
-from gateway.s3api.context import S3Request
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MissingContentLength,
     NotImplementedOperation,
 )
+from gateway.protocol.parts import part_range
+from gateway.protocol.responses import ObjectStreamResponse, empty_response, xml_response
+from gateway.protocol.xml import el, iso8601
+from gateway.s3api import headers as h
+from gateway.s3api.checksum_headers import object_checksum_headers
+from gateway.s3api.context import S3Request
 from gateway.s3api.handlers import acl
-from gateway.s3api.responses import ObjectStreamResponse, empty_response, xml_response
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
-from gateway.s3api.xml import el, iso8601
 from gateway.versioning.ids import NULL
 from gateway.versioning.objects import DeleteOutcome
 

@@ -7,10 +7,10 @@ from starlette.responses import Response
 
 from gateway.auth.bucket_access import refuse_public_policy
 from gateway.auth.policy import MAX_POLICY_SIZE, bucket_policy, parse_policy
+from gateway.protocol.errors import MalformedPolicy, NoSuchBucketPolicy
+from gateway.protocol.responses import empty_response, xml_response
+from gateway.protocol.xml import el
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import MalformedPolicy, NoSuchBucketPolicy
-from gateway.s3api.responses import empty_response, xml_response
-from gateway.s3api.xml import el
 
 # A document is measured without its whitespace; the body may carry some more.
 MAX_POLICY_BODY = 4 * MAX_POLICY_SIZE

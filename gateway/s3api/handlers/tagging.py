@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from gateway.protocol.errors import NoSuchTagSet
+from gateway.protocol.responses import empty_response, xml_response
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
-from gateway.s3api.errors import NoSuchTagSet
 from gateway.s3api.handlers.cors import require_integrity_header
-from gateway.s3api.responses import empty_response, xml_response
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
 
 MAX_BUCKET_TAGS = 50

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import ObjectInfo, ObjectMeta
 from backends.blobseer_like import BlobseerBackend
+from backends.core.base import ObjectInfo, ObjectMeta
 from tests.backends.conformance import body_of, read_all
 
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from backends.base import ObjectMeta
 from backends.blobseer_like import BlobseerBackend
-from backends.errors import InvalidKey, KeyTooLong, NoSuchKey, PreconditionFailed
+from backends.core.base import ObjectMeta
+from backends.core.errors import InvalidKey, KeyTooLong, NoSuchKey, PreconditionFailed
 from tests.backends.blobseer_like.conftest import CHUNK
 from tests.backends.blobseer_like.support import get, put, stored_bytes
 from tests.backends.conformance import blob, body_of, collect, md5_hex, read_all

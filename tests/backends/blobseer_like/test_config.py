@@ -9,7 +9,7 @@ import pytest
 from backends.blobseer_like import BlobseerBackend
 from backends.blobseer_like.config import BlobseerConfig, parse_config
 from backends.blobseer_like.provider import ProviderError
-from backends.errors import BackendError
+from backends.core.errors import BackendError
 from backends.registry import BackendOptions, create_backend
 from tests.backends.blobseer_like.conftest import Factory
 from tests.backends.blobseer_like.support import get, put

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from backends.base import ElasticBackend, ObjectMeta
 from backends.blobseer_like.provider import ProviderError
+from backends.core.base import ElasticBackend, ObjectMeta
 from tests.backends.blobseer_like.conftest import CHUNK, Factory
 from tests.backends.blobseer_like.support import chunk_files, get, put
 from tests.backends.conformance import blob, body_of

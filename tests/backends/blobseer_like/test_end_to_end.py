@@ -32,7 +32,7 @@ def spec(root: Path, count: int = 4) -> str:
 
 def squall_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", *args], capture_output=True,
                           text=True, timeout=120, check=False, env=env)
 
 

@@ -8,9 +8,9 @@ import contextlib
 import random
 from collections.abc import AsyncIterator
 
-from backends.base import CompletedPart, ObjectMeta, bare
 from backends.blobseer_like import BlobseerBackend
 from backends.blobseer_like import format as fmt
+from backends.core.base import CompletedPart, ObjectMeta, bare
 from tests.backends.blobseer_like.conftest import CHUNK, MIN_PART, Factory
 from tests.backends.blobseer_like.support import chunk_files, get, put, stored_bytes
 from tests.backends.conformance import blob, body_of, failing_body, md5_hex, read_all

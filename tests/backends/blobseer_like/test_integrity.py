@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import RangeRequest
 from backends.blobseer_like import BlobseerBackend
 from backends.blobseer_like.fsck import check
 from backends.blobseer_like.provider import ChunkCorrupted, ChunkMissing
-from backends.errors import BackendError
+from backends.core.base import RangeRequest
+from backends.core.errors import BackendError
 from tests.backends.blobseer_like.conftest import CHUNK
 from tests.backends.blobseer_like.support import get, put
 from tests.backends.conformance import blob, read_all

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backends.base import CompletedPart, ObjectMeta
 from backends.blobseer_like import BlobseerBackend
+from backends.core.base import CompletedPart, ObjectMeta
 from tests.backends.blobseer_like.conftest import CHUNK, MIN_PART, Factory
 from tests.backends.blobseer_like.support import get, put
 from tests.backends.conformance import FULL_META, blob, body_of, collect
@@ -92,7 +92,7 @@ async def test_records_survive_the_loss_of_one_provider(tmp_path: Path,
 
 
 def squall(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", *args], capture_output=True,
                           text=True, timeout=120, check=False)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.blobseer_like import BlobseerBackend
-from gateway.service import ObjectService
+from gateway.service.objects import ObjectService
 from tests.backends.blobseer_like.conftest import make_store
 from tests.gateway.versioning.conformance import ENABLED, VersioningConformance
 

@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from backends.base import (
+from backends.blobseer_like import BlobseerBackend
+from backends.core.base import (
     CompletedPart,
     ObjectMeta,
     PartCopyingBackend,
     RangedWriteBackend,
     RangeRequest,
 )
-from backends.blobseer_like import BlobseerBackend
-from backends.errors import (
+from backends.core.errors import (
     ConditionalRequestConflict,
     InvalidRange,
     InvalidWriteOffset,

@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from backends.base import BodyFacts, DescribedBody, ObjectMeta
+from backends.core.base import BodyFacts, DescribedBody, ObjectMeta
 from backends.posix import PosixBackend
 from tests.backends.conformance import body_of, collect, read_all
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta
-from backends.errors import IncompleteBody, NoSuchUpload, PreconditionFailed
+from backends.core.base import CompletedPart, ObjectMeta
+from backends.core.errors import IncompleteBody, NoSuchUpload, PreconditionFailed
 from backends.posix import PosixBackend
 from backends.posix.assembly import ASSEMBLY, SEALED, STRIDE
 from tests.backends.conformance import body_of

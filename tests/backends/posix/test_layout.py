@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from backends.errors import InvalidBucketName, InvalidKey, KeyTooLong
-from backends.keys import check_bucket
+from backends.core.errors import InvalidBucketName, InvalidKey, KeyTooLong
+from backends.core.keys import check_bucket
 from backends.posix.layout import (
     LEAF_MAX,
     NAME_MAX,

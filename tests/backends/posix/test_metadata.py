@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from backends.metajson import meta_from_json, meta_to_json
 from backends.posix.metadata import XATTR_NAME, MetaStore, Record
 

@@ -9,17 +9,17 @@ import os
 
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta, PartCopyingBackend, RangeRequest
-from backends.errors import (
+from backends.core.base import CompletedPart, ObjectMeta, PartCopyingBackend, RangeRequest
+from backends.core.errors import (
     InvalidPart,
     InvalidRange,
     NoSuchKey,
     NoSuchUpload,
     PreconditionFailed,
 )
+from backends.core.streams import body_of
 from backends.multipart import multipart_etag
 from backends.posix import PosixBackend
-from backends.streams import body_of
 from tests.backends.conformance import blob, md5_hex
 from tests.backends.posix.support import MIN_PART, get, open_fds, put
 

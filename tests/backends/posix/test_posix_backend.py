@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backends.base import (
+from backends.core.base import (
     Backend,
     CompletedPart,
     CopyingBackend,
@@ -25,7 +25,7 @@ from backends.base import (
     RangeRequest,
     bare,
 )
-from backends.errors import (
+from backends.core.errors import (
     BackendError,
     BucketNotEmpty,
     InvalidBucketName,

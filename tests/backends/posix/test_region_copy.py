@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import BodyFacts, DescribedBody, ObjectMeta
-from backends.blocking import run_blocking
+from backends.core.base import BodyFacts, DescribedBody, ObjectMeta
+from backends.core.blocking import run_blocking
+from backends.core.regions import FileRegion
 from backends.direct_io import COPY_CHUNK
 from backends.files import copy_data
 from backends.posix import PosixBackend
-from backends.regions import FileRegion
 from tests.backends.conformance import blob, md5_hex
 from tests.backends.posix.support import MIN_PART, get
 from tests.support.page_cache import resident_pages, writes_direct

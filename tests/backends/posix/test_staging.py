@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from backends.posix import PosixBackend
 from backends.posix.staging import LARGE_WRITE_CHUNK, write_chunk
 from tests.backends.conformance import blob

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import BackendError, InvalidBucketName, InvalidKey, KeyTooLong, NoSuchKey
+from backends.core.errors import BackendError, InvalidBucketName, InvalidKey, KeyTooLong, NoSuchKey
 from backends.posix import PosixBackend
 from tests.backends.conformance import collect
 from tests.backends.posix.support import get, keys, put, tree_files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.errors import InvalidKey
+from backends.core.errors import InvalidKey
 from backends.s3.naming import Naming
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta, PartCopyingBackend, RangeRequest
-from backends.errors import InvalidRange, NoSuchKey, NoSuchUpload, PreconditionFailed
+from backends.core.base import CompletedPart, ObjectMeta, PartCopyingBackend, RangeRequest
+from backends.core.errors import InvalidRange, NoSuchKey, NoSuchUpload, PreconditionFailed
 from backends.s3 import S3Backend, S3Config
 from tests.backends.conformance import blob, body_of, md5_hex, read_all
 from tests.backends.s3.conftest import MIN_PART

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta
-from backends.errors import BadDigest, ServiceUnavailable, SlowDown
+from backends.core.base import CompletedPart, ObjectMeta
+from backends.core.errors import BadDigest, ServiceUnavailable, SlowDown
 from backends.s3 import S3Backend, S3Config
 from tests.backends.conformance import BodyFailure, blob, body_of, failing_body, read_all
 from tests.backends.s3.conftest import MIN_PART

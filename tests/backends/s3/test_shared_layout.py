@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from backends.s3 import S3Backend, S3Config
 from tests.backends.conformance import body_of, collect, read_all
 from tests.support.server import ACCESS_KEY, SECRET_KEY

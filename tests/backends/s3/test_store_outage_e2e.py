@@ -127,7 +127,7 @@ def write_until_slowdown(s3: Any, acked: dict[str, str]) -> ClientError:
 
 
 #: The hung store's run sometimes takes minutes in the full suite (once 295 s against
-#: 63 s alone): opt in with SQUALL_TEST_HUNG_STORE=1. tests/gateway/test_backend_watch.py
+#: 63 s alone): opt in with SQUALL_TEST_HUNG_STORE=1. tests/gateway/service/test_backend_watch.py
 #: covers the probe's deadline against a real server that never answers.
 HUNG = pytest.mark.skipif(not os.environ.get("SQUALL_TEST_HUNG_STORE"),
                           reason="the hung-store run is opt-in: SQUALL_TEST_HUNG_STORE=1")

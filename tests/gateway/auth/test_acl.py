@@ -16,13 +16,13 @@ from gateway.auth.acl import (
     to_xml,
 )
 from gateway.auth.actions import Permission
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MalformedACLError,
     UnresolvableGrantByEmailAddress,
 )
-from gateway.s3api.xml import document
+from gateway.protocol.xml import document
 
 OWNER, OTHER = "a" * 64, "b" * 64
 

@@ -12,8 +12,8 @@ from gateway.auth.bucket_access import (
     Ownership,
     new_bucket,
 )
-from gateway.settings import load_settings
-from gateway.settings_sources import SettingsError
+from gateway.config.settings import load_settings
+from gateway.config.sources import SettingsError
 
 
 def test_s3s_defaults_since_2023() -> None:

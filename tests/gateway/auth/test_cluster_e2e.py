@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
 from tests.gateway.auth.test_users_e2e import add_user, client
 from tests.gateway.cluster.conftest import Cluster
 from tests.support.etcd import EtcdServer

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backends.errors import BackendError
+from backends.core.errors import BackendError
 from backends.posix.backend import PosixBackend
 from gateway.auth.policy import (
     BucketPolicy,
@@ -24,8 +24,8 @@ from gateway.auth.policy import (
     parse_policy,
 )
 from gateway.auth.policy.wildcard import compile_wildcard
-from gateway.bucket_config import BucketConfigs
-from gateway.users import User
+from gateway.auth.users import User
+from gateway.service.bucket_config import BucketConfigs
 
 B = "photos"
 ALICE = User("alice", "AKALICE", "a" * 40, "a1" * 32)

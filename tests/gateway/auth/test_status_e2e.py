@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
 
 TOKEN = "status-token-0123456789"
@@ -62,7 +62,7 @@ def test_health_and_the_dashboard_page_stay_open(closed: SquallProcess, path: st
 
 def test_a_user_who_is_not_the_admin_reads_no_status(closed: SquallProcess) -> None:
     """Other users' bucket and object names, errors and keys are in these views."""
-    added = subprocess.run([sys.executable, "-m", "gateway.cli", "user", "add", "carol",
+    added = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "user", "add", "carol",
                             "--endpoint", closed.endpoint, "--json"], timeout=60,
                            capture_output=True, text=True, env={**os.environ, **SIGNED},
                            check=False)
@@ -95,11 +95,11 @@ def test_command_line_clients_sign_their_status_reads(closed: SquallProcess) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "AWS_"))}
     for args in (("cost", "--endpoint", closed.endpoint, "--json"),
                  ("sync", "--endpoint", closed.endpoint)):
-        signed = subprocess.run([sys.executable, "-m", "gateway.cli", *args], timeout=60,
+        signed = subprocess.run([sys.executable, "-m", "gateway.commands.cli", *args], timeout=60,
                                 capture_output=True, text=True, env={**env, **SIGNED},
                                 check=False)
         assert signed.returncode == 0, signed.stderr
-    token = subprocess.run([sys.executable, "-m", "gateway.cli", "cost", "--endpoint",
+    token = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "cost", "--endpoint",
                             closed.endpoint], timeout=60, capture_output=True, text=True,
                            env={**env, "SQUALL_STATUS_TOKEN": TOKEN}, check=False)
     assert token.returncode == 0, token.stderr
@@ -120,7 +120,7 @@ def test_short_secrets_and_tokens_are_refused_with_one_line(tmp_path: Path) -> N
     for extra in ({"SQUALL_ACCESS_KEY": "K", "SQUALL_SECRET_KEY": "short-secret"},
                   {**SIGNED, "SQUALL_STATUS_TOKEN": "tiny"}):
         result = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", "serve", "--listen",
+            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen",
              f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "d")],
             env={**env, **extra}, capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode == 2
@@ -154,14 +154,14 @@ def test_files_the_gateway_creates_are_private(tmp_path: Path) -> None:
                           config=Config(s3={"addressing_style": "path"}))
         s3.create_bucket(Bucket="bkt")
         s3.put_object(Bucket="bkt", Key="dir/k", Body=b"private")
-        subprocess.run([sys.executable, "-m", "gateway.cli", "user", "add", "ivy",
+        subprocess.run([sys.executable, "-m", "gateway.commands.cli", "user", "add", "ivy",
                         "--endpoint", server.endpoint], env={**os.environ, **SIGNED},
                        check=True, capture_output=True, timeout=60)
         outside.write_bytes(b"written outside")
         os.chmod(outside, 0o644)
         assert s3.get_object(Bucket="bkt", Key="outside.txt")["Body"].read() == \
             b"written outside"
-        sync = subprocess.run([sys.executable, "-m", "gateway.cli", "sync", "--endpoint",
+        sync = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "sync", "--endpoint",
                                server.endpoint], env={**os.environ, **SIGNED},
                               capture_output=True, text=True, timeout=60, check=False)
         assert sync.returncode == 0, sync.stderr

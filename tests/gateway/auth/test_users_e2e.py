@@ -19,7 +19,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
 from tests.gateway.s3api.clients.helpers import make_aws
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
@@ -28,7 +28,7 @@ def squall_cli(*args: str, access_key: str = ACCESS_KEY,
                secret_key: str = SECRET_KEY) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "AWS_"))}
     env.update(SQUALL_ACCESS_KEY=access_key, SQUALL_SECRET_KEY=secret_key)
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", *args], capture_output=True,
                           text=True, timeout=60, check=False, env=env)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from backends.base import Backend, ObjectMeta, ObjectStream, Relay, bare
+from backends.core.base import Backend, ObjectMeta, ObjectStream, Relay, bare
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings
 from gateway.cache.tier import CacheTier

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backends.base import CompletedPart
-from backends.errors import BucketAlreadyOwnedByYou
+from backends.core.base import CompletedPart
+from backends.core.errors import BucketAlreadyOwnedByYou
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.cache.settings import CacheSettings
 from gateway.cache.tier import CacheTier

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from backends.throttled import ThrottleSettings
 from gateway.cache.admission import SMALL_OBJECT_BYTES, Admission
 from tests.gateway.cache.conftest import (

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

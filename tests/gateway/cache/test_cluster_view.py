@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from backends.base import ObjectInfo
+from backends.core.base import ObjectInfo
 from backends.posix import PosixBackend
 from gateway.cache.cluster_view import ClusterView
 from tests.gateway.cache.conftest import BUCKET, META, Env, KiB, body, until

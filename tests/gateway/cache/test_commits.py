@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import ServiceUnavailable
+from backends.core.errors import ServiceUnavailable
 from gateway.cache.commits import GroupCommit
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.index import Batch, Index

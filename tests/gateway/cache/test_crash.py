@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from backends.base import CompletedPart
-from backends.errors import NoSuchKey
+from backends.core.base import CompletedPart
+from backends.core.errors import NoSuchKey
 from gateway.cache.volumes import charge
 from tests.gateway.cache.conftest import (
     BUCKET,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

@@ -112,7 +112,7 @@ def test_elastic_mode_refuses_bad_settings(tmp_path: Path) -> None:
             (["--cache-mode", "elastic", "--cache-volume-bandwidth", "fast"],
              "--cache-volume-bandwidth: expected a rate such as 20MiB/s"),
             (["--cache-mode", "sometimes"], "invalid choice")):
-        done = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--data-dir",
+        done = subprocess.run([sys.executable, "-m", "gateway.commands.cli", "serve", "--data-dir",
                                str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args],
                               capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 2, done.stderr

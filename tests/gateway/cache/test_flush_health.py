@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 
-from backends.errors import NoSuchBucket, ServiceUnavailable
+from backends.core.errors import NoSuchBucket, ServiceUnavailable
 from gateway.cache.flush_health import FlushFailures, describe
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.errors import NoSuchKey
+from backends.core.errors import NoSuchKey
 from backends.throttled import ThrottleSettings
 from gateway.cache.entry import EntryState
 from tests.gateway.cache.conftest import (

@@ -8,8 +8,8 @@ import struct
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from backends.core.errors import InvalidKey, KeyTooLong, ServiceUnavailable
 from backends.direct_io import MIN_DIRECT
-from backends.errors import InvalidKey, KeyTooLong, ServiceUnavailable
 from gateway.cache.index import INDEX_VERSION
 from gateway.cache.settings import CacheSettings
 from gateway.cache.volumes import HEADER_SIZE, MAGIC, VOLUME_MARKER

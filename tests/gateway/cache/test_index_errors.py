@@ -12,10 +12,10 @@ from unittest import mock
 
 import pytest
 
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.cache import index as index_module
 from gateway.cache.index import Batch, Index
-from gateway.s3api.errors import s3_error_for
+from gateway.protocol.errors import s3_error_for
 
 ROCKSDB_TEXT = "IO error: No space left on device: {path}/000004.log"
 

@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
-from backends.base import CompletedPart, RangeRequest
-from backends.errors import BadDigest, NoSuchKey
+from backends.core.base import CompletedPart, RangeRequest
+from backends.core.errors import BadDigest, NoSuchKey
 from gateway.cache.inline import InlinePayload
 from gateway.cache.readers import MemoryBody, entry_stream
 from gateway.cache.volumes import charge

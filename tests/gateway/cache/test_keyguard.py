@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from backends.posix import PosixBackend
 from gateway.cache.keyguard import WriteGuard
-from gateway.service import ObjectService
+from gateway.service.objects import ObjectService
 from gateway.versioning import VersioningStatus
 from tests.backends.conformance import body_of, read_all
 

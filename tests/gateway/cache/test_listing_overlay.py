@@ -11,11 +11,11 @@ import random
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from backends.base import Backend, ObjectInfo, ObjectMeta
+from backends.core.base import Backend, ObjectInfo, ObjectMeta
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.tier import CacheTier
-from gateway.listing import prefix_of
-from gateway.service import ObjectService
+from gateway.protocol.listing import prefix_of
+from gateway.service.objects import ObjectService
 from tests.gateway.cache.conftest import BUCKET, Env, body, cache_settings, md5
 
 ALPHABET = ["a", "b", "/", "-", "0", "é", "\U0010ffff"]

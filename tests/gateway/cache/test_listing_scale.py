@@ -17,11 +17,11 @@ from typing import Self
 
 import pytest
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.tier import CacheTier
-from gateway.listing import ListPage
-from gateway.service import ObjectService
+from gateway.protocol.listing import ListPage
+from gateway.service.objects import ObjectService
 from tests.gateway.cache.conftest import BUCKET, Env, body, md5
 
 N = 1_000_000

@@ -7,10 +7,10 @@ import zlib
 
 import pytest
 
-from backends.base import BodyFacts, CompletedPart, DescribedBody, RangeRequest
-from backends.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
+from backends.core.base import BodyFacts, CompletedPart, DescribedBody, RangeRequest
+from backends.core.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
+from backends.core.upload_checksums import FULL_OBJECT, UploadChecksum, declare
 from backends.multipart import multipart_etag
-from backends.upload_checksums import FULL_OBJECT, UploadChecksum, declare
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,

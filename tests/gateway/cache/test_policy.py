@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.policy import Phase, WritebackPolicy
 from gateway.cache.store import CacheStore

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.errors import NoSuchBucket, SlowDown
+from backends.core.errors import NoSuchBucket, SlowDown
 from gateway.cache.quarantine import Quarantine
 from tests.gateway.cache.conftest import (
     BUCKET,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from backends.base import ObjectMeta
+from backends.core.base import ObjectMeta
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.records import Records
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import ObjectMeta
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.base import ObjectMeta
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.cache.changes import Changes
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.keylock import KeyLocks

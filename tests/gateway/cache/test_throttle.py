@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.base import RangeRequest
+from backends.core.base import RangeRequest
 from backends.throttle import TokenBucket
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from tests.gateway.cache.conftest import META, Env, body, payload, posix_backend, read_all

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from backends.base import ObjectMeta, RangeRequest, bare
-from backends.errors import (
+from backends.core.base import ObjectMeta, RangeRequest, bare
+from backends.core.errors import (
     BadDigest,
     BucketNotEmpty,
     InvalidRange,

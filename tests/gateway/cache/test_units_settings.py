@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from backends.units import parse_rate, parse_size
+from backends.core.units import parse_rate, parse_size
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta, PartInfo, RangeRequest, UploadInfo
-from backends.errors import (
+from backends.core.base import CompletedPart, ObjectMeta, PartInfo, RangeRequest, UploadInfo
+from backends.core.errors import (
     EntityTooSmall,
     InvalidPart,
     InvalidPartOrder,

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from starlette.types import Message
 
-from backends.errors import BadDigest, IncompleteBody
+from backends.core.errors import BadDigest, IncompleteBody
 from gateway.cluster.bodyseal import TAG_BYTES, seal, unseal
 
 KEY = b"k" * 32

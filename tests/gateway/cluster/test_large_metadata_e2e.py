@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import make_client
 from tests.gateway.cluster.conftest import SLOW_BACKEND, Cluster
-from tests.gateway.workers.conftest import wait_healthy
+from tests.gateway.http.workers.conftest import wait_healthy
 from tests.support.server import SquallProcess
 
 # S3: 2 KB of user metadata (names and values), 8 KB of request headers in all.

@@ -56,7 +56,7 @@ def _finish(cluster: Cluster, tmp_path: Path, load: subprocess.Popen[bytes],
 def _cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "SQUALL_ACCESS_KEY": ACCESS_KEY,
            "SQUALL_SECRET_KEY": SECRET_KEY}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "cluster", *args],
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", "cluster", *args],
                           capture_output=True, text=True, timeout=300, check=False, env=env,
                           cwd=ROOT)
 

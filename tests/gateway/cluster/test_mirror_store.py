@@ -6,8 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from backends.base import ObjectInfo
-from backends.streams import body_of
+from backends.core.base import ObjectInfo
+from backends.core.streams import body_of
 from gateway.cluster.mirror_store import MirrorStore
 
 OWNER = "http://10.0.0.1:9000"

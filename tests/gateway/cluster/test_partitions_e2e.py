@@ -62,7 +62,7 @@ class Site:
                    SQUALL_CLUSTER_SECRET=SECRET, SQUALL_PUBLIC_STATUS="true")
         log = open(self.root / f"m{i}.log", "ab")  # noqa: SIM115 - closed with the process
         return host.popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"{host.address}:{PORT}",
+            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen", f"{host.address}:{PORT}",
              "--data-dir", str(self.root / f"m{i}"), "--backend",
              f"posix:{self.root / 'shared'}", "--coordinator", self.etcd.url,
              "--lease-ttl", str(TTL), "--dirty-replicas", "2", "--backend-bandwidth", "20KB/s",

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from backends.internal_keys import record_base
+from backends.core.internal_keys import record_base
 from gateway.cluster.ring import (
     Ring,
     normalize_url,
@@ -44,7 +44,7 @@ def test_versions_live_on_the_key_owner() -> None:
 @pytest.mark.parametrize("key", ["a", "x/y/z", "with\ttab", "\t", "tab\t\tpair\t",
                                  "nl\n\t\n", "\u65e5\t\u672c"])
 def test_the_ring_reads_the_records_the_versioning_layer_writes(key: str) -> None:
-    """One record key format (backends.internal_keys) for both layers."""
+    """One record key format (backends.core.internal_keys) for both layers."""
     for null, marker in ((False, False), (True, False), (False, True), (True, True)):
         record = record_key(key, "0661261f0f6b3e30c748f5ab", null=null, marker=marker)
         assert record.startswith(record_base(key))

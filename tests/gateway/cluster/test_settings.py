@@ -9,9 +9,9 @@ import pytest
 
 from gateway.cluster.coordinator.settings import coordinator_settings
 from gateway.cluster.settings import cluster_settings, find_self
-from gateway.settings import load_settings
-from gateway.settings_sources import SettingsError
-from tests.gateway.test_cli import run_cli
+from gateway.config.settings import load_settings
+from gateway.config.sources import SettingsError
+from tests.gateway.commands.test_cli import run_cli
 
 PEERS = "http://127.0.0.1:9100,http://127.0.0.1:9101,http://127.0.0.1:9102"
 SECRET = "s" * 16

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from backends.base import ObjectInfo, ObjectMeta, UploadInfo
-from backends.errors import (
+from backends.core.base import ObjectInfo, ObjectMeta, UploadInfo
+from backends.core.errors import (
     InvalidRange,
     NoSuchKey,
     NoSuchUpload,
@@ -18,7 +18,7 @@ from backends.errors import (
 from gateway.cluster import wire
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.keyops import MAX_DELETE_ITEMS
-from gateway.s3api.errors import InvalidArgument, s3_error_for
+from gateway.protocol.errors import InvalidArgument, s3_error_for
 from gateway.versioning.objects import DeleteOutcome
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.cost import cli
+from gateway.commands import cost as cli
 from gateway.cost.calibrate import attached_seconds, configuration
 from gateway.cost.calibration import load_calibration
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port

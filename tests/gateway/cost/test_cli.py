@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cost import cli
+from gateway.commands import cost as cli
 
 APP_ARGS = ["--nodes", "2", "--iterations", "100", "--iteration-time", "10",
             "--checkpoints", "3", "--checkpoint-size", "3"]

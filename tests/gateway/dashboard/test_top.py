@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from gateway.dashboard.top import frame
+from gateway.commands.top import frame
 from tests.gateway.dashboard.test_merge import worker
 
 

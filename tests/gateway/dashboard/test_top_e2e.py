@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
 
-# The command as ``squall top`` runs it (gateway.dashboard.top.register/run).
-TOP = [sys.executable, "-m", "gateway.dashboard.top"]
+# The command as ``squall top`` runs it (gateway.commands.top.register/run).
+TOP = [sys.executable, "-m", "gateway.commands.top"]
 
 
 def top(*args: str, signed: bool = True) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ import logging
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from backends import errors as se
+from backends.core import errors as se
 from gateway.fuse_mount.binding import mfusepy
 from gateway.fuse_mount.errors import (
     EndpointUnreachable,
@@ -18,7 +18,7 @@ from gateway.fuse_mount.errors import (
     translate,
 )
 from gateway.fuse_mount.fuseop import fuse_op
-from gateway.s3api import errors as pe
+from gateway.protocol import errors as pe
 
 
 def client_error(code: str, status: int) -> ClientError:

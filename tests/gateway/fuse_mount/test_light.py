@@ -14,11 +14,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from backends import errors as se
+from backends.core import errors as se
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.light import MISSING, LightRequests, _list_page
 from gateway.fuse_mount.store import BucketClient, GatewayCredentials, _crc32c
-from gateway.s3api import errors as pe
+from gateway.protocol import errors as pe
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 KEYS = ["plain.txt", "dir/with space+plus%percent.bin", "unicodé/ключ ~tilde", "a=b&c?d#e"]

@@ -15,7 +15,7 @@ from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_por
 def mount(endpoint: str, bucket: str, mountpoint: Path, secret: str = SECRET_KEY,
           *options: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": secret}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "mount", endpoint, bucket,
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", "mount", endpoint, bucket,
                            str(mountpoint), *options], capture_output=True, text=True,
                           timeout=60, check=False, env=env)
 

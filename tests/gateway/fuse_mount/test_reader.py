@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from backends import errors as se
+from backends.core import errors as se
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.reader import Chunk, ReadAhead
 from gateway.fuse_mount.store import BucketClient, GatewayCredentials, RemoteObject

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from backends import errors as se
+from backends.core import errors as se
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.light import RangeBody
 from gateway.fuse_mount.store import BucketClient, GatewayCredentials, RemoteObject

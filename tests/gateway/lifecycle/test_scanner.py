@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import ObjectMeta
-from backends.errors import NoSuchKey
+from backends.core.base import ObjectMeta
+from backends.core.errors import NoSuchKey
 from backends.posix import PosixBackend
 from gateway.lifecycle.rules import DAY, Filter, Rule
 from gateway.lifecycle.scanner import LifecycleScanner
-from gateway.service import ObjectService
+from gateway.service.objects import ObjectService
 from gateway.versioning import VersioningStatus
 from tests.backends.conformance import body_of
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_client
+from tests.gateway.http.workers.conftest import keys_of
 from tests.gateway.lifecycle.test_lifecycle_e2e import (
     LIFECYCLE,
     SLOW_BACKEND,
@@ -19,7 +20,6 @@ from tests.gateway.lifecycle.test_lifecycle_e2e import (
     put_rules,
     wait_for,
 )
-from tests.gateway.workers.conftest import keys_of
 from tests.support.server import SquallProcess
 
 

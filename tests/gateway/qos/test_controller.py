@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from gateway.qos.controller import QosController
 from gateway.qos.gears import Tuning
 from gateway.qos.model import QosClass, QosSettings, split_class, user_class

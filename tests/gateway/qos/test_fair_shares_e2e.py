@@ -16,7 +16,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.auth.client import status_headers
+from gateway.client.signing import status_headers
 from tests.gateway.auth.test_users_e2e import add_user, client
 from tests.gateway.slow_clients import answer_within, slow_put
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
@@ -112,7 +112,7 @@ def test_slow_uploads_of_one_user_leave_the_others_served(
 def squall_user(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "AWS_"))},
            **SIGNED}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "user", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "gateway.commands.cli", "user", *args], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
 from gateway.qos.gate import ClassGate, RateGate, request_bytes
 
 

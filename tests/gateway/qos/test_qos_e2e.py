@@ -55,7 +55,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]
 def cli(gateway: SquallProcess, *args: str,
         command_name: str = "qos") -> subprocess.CompletedProcess[str]:
     """``squall qos ARGS`` (or ``squall COMMAND_NAME ARGS``) against ``gateway``."""
-    command = [sys.executable, "-m", "gateway.cli", command_name, *args,
+    command = [sys.executable, "-m", "gateway.commands.cli", command_name, *args,
                "--endpoint", gateway.endpoint]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "SQUALL_ACCESS_KEY": ACCESS_KEY,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backends.errors import SlowDown
+from backends.core.errors import SlowDown
+from gateway.auth.users import User, UserLimits
 from gateway.qos.shares import FairShares, ShareLimits
-from gateway.users import User, UserLimits
 
 
 class Clock:

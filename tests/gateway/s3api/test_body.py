@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from botocore import httpchecksum
 
-from backends.base import CHECKSUM_ALGORITHMS, ObjectMeta, final_meta
-from backends.errors import BadDigest, IncompleteBody
-from gateway.s3api import chunked
-from gateway.s3api.body import RequestBody, checksum_plan, request_body
-from gateway.s3api.errors import (
+from backends.core.base import CHECKSUM_ALGORITHMS, ObjectMeta, final_meta
+from backends.core.errors import BadDigest, IncompleteBody
+from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MissingContentLength,
     XAmzContentSHA256Mismatch,
 )
+from gateway.s3api import chunked
+from gateway.s3api.body import RequestBody, checksum_plan, request_body
 from gateway.s3api.sigv4 import AuthContext, PayloadMode
 from tests.gateway.s3api.test_chunked import encode_signed, encode_unsigned, streaming_ctx
 from tests.gateway.s3api.test_sigv4 import BotoCapture, Wire, sign_botocore

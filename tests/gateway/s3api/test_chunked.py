@@ -14,10 +14,10 @@ import pytest
 from awscrt import auth as crt_auth
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
 
-from backends.errors import IncompleteBody
+from backends.core.errors import IncompleteBody
+from gateway.protocol.errors import InvalidRequest, SignatureDoesNotMatch
 from gateway.s3api import chunked
 from gateway.s3api.chunked import MAX_LINE, AwsChunkedDecoder, ChunkParser
-from gateway.s3api.errors import InvalidRequest, SignatureDoesNotMatch
 from gateway.s3api.sigv4 import EMPTY_SHA256, AuthContext, PayloadMode
 from tests.gateway.s3api.test_sigv4 import DOC_CHUNKED, DOC_NOW, sign_crt
 

@@ -13,7 +13,7 @@ from botocore.auth import HmacV1Auth, HmacV1QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     AccessDenied,
     AuthorizationQueryParametersError,
     ExpiredPresignedRequest,

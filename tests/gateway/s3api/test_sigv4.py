@@ -20,8 +20,7 @@ from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from gateway.s3api import sigv4
-from gateway.s3api.errors import (
+from gateway.protocol.errors import (
     AccessDenied,
     AuthorizationHeaderMalformed,
     AuthorizationQueryParametersError,
@@ -32,6 +31,7 @@ from gateway.s3api.errors import (
     RequestTimeTooSkewed,
     SignatureDoesNotMatch,
 )
+from gateway.s3api import sigv4
 from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate
 
 # The credentials and instant of every example in the AWS SigV4 documentation for S3.

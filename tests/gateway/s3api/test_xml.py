@@ -1,4 +1,4 @@
-"""gateway.s3api.xml: escaping of every character XML needs escaped, and ETags."""
+"""gateway.protocol.xml: escaping of every character XML needs escaped, and ETags."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from gateway.s3api.xml import document, el, esc, etag_el
+from gateway.protocol.xml import document, el, esc, etag_el
 
 
 @pytest.mark.parametrize("value", ["plain/key-001", "a&b", "<tag>", "quo\"te", "apos'", "cr\rlf\n",

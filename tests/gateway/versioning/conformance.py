@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from backends.base import CompletedPart, ObjectMeta
-from backends.errors import (
+from backends.core.base import CompletedPart, ObjectMeta
+from backends.core.errors import (
     BackendError,
     BucketNotEmpty,
     InvalidVersionId,
@@ -22,13 +22,10 @@ from backends.errors import (
     NoSuchVersion,
     PreconditionFailed,
 )
-from gateway.service import CopySource, ObjectService
+from gateway.protocol.errors import SourceIsDeleteMarker, VersionIsDeleteMarker
+from gateway.service.objects import CopySource, ObjectService
 from gateway.versioning import VersioningStatus
-from gateway.versioning.errors import (
-    DeleteMarkerIsLatest,
-    SourceIsDeleteMarker,
-    VersionIsDeleteMarker,
-)
+from gateway.versioning.errors import DeleteMarkerIsLatest
 from gateway.versioning.listing import VersionPage
 from gateway.versioning.records import CONFIG_KEY, FORMAT
 from tests.backends.conformance import blob, body_of, read_all

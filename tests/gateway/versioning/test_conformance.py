@@ -11,7 +11,7 @@ import pytest
 from backends.posix import PosixBackend
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.cache.tier import CacheTier
-from gateway.service import ObjectService
+from gateway.service.objects import ObjectService
 from tests.gateway.cache.conftest import cache_settings
 from tests.gateway.versioning.conformance import ENABLED, VersioningConformance
 

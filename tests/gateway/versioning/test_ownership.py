@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import ObjectInfo, ObjectMeta
+from backends.core.base import ObjectInfo, ObjectMeta
+from backends.core.streams import body_of
 from backends.posix import PosixBackend
-from backends.streams import body_of
 from gateway.versioning import VersionedObjects, VersioningStatus
 from gateway.versioning.errors import NotKeyOwner
 

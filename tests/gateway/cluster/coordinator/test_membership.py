@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import ServiceUnavailable, SlowDown
+from backends.core.errors import ServiceUnavailable, SlowDown
 from gateway.cluster.coordinator.keys import Registration
 from gateway.cluster.coordinator.membership import EtcdMembership
 from gateway.cluster.coordinator.settings import coordinator_settings

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 from hypothesis import settings
 
-from backends.errors import StorageError
-from gateway.s3api.errors import s3_error_for
+from backends.core.errors import StorageError
+from gateway.protocol.errors import s3_error_for
 
 #: examples per property: the whole fuzz suite stays within seconds (``SQUALL_FUZZ_SEED``
 #: explores other examples on other runs)

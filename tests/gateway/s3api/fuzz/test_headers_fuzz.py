@@ -11,12 +11,13 @@ from dataclasses import replace
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from gateway.protocol.errors import InvalidArgument, MetadataTooLarge
+from gateway.protocol.targets import Level
 from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.body import request_body
 from gateway.s3api.endpoint import ANONYMOUS, HANDLERS
-from gateway.s3api.errors import InvalidArgument, MetadataTooLarge
-from gateway.s3api.routing import Level, route
+from gateway.s3api.routing import route
 from gateway.s3api.sigv4 import PayloadMode
 from tests.gateway.s3api.fuzz.common import UNIT, only_s3_errors
 

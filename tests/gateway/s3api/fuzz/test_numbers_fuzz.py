@@ -7,13 +7,13 @@ import string
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from backends.base import RangeRequest
-from backends.errors import InvalidRange
-from backends.numbers import INT32_MAX, MAX_DIGITS, integer, natural
+from backends.core.base import RangeRequest
+from backends.core.errors import InvalidRange
+from backends.core.numbers import INT32_MAX, MAX_DIGITS, integer, natural
+from gateway.protocol.errors import InvalidArgument
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request
 from gateway.s3api.endpoint import ANONYMOUS
-from gateway.s3api.errors import InvalidArgument
 from tests.gateway.s3api.fuzz.common import UNIT, only_s3_errors
 
 #: digits that str.isdigit / int() accept and the wire must not: superscripts, Arabic-Indic,

@@ -13,10 +13,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway.lifecycle.rules import Filter, Rule
+from gateway.protocol.xml import document, el, esc, parse
 from gateway.s3api import checksum_headers
 from gateway.s3api.handlers import cors, lifecycle
 from gateway.s3api.tagging import parse_tagging, tag_set_xml
-from gateway.s3api.xml import document, el, esc, parse
 from tests.gateway.s3api.fuzz.common import UNIT, only_s3_errors
 
 #: characters XML 1.0 can carry in text (no controls, surrogates or non-characters)
