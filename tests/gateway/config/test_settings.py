@@ -277,7 +277,7 @@ def test_help_shows_every_option_once_with_defaults() -> None:
 
 
 def test_the_documented_config_file_loads(tmp_path: Path) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
     example = re.search(r"^```toml\n(.*?)^```", doc, re.MULTILINE | re.DOTALL)
     assert example is not None
     config = tmp_path / "squall.toml"
