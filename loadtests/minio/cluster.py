@@ -52,7 +52,9 @@ class MinioCluster:
     call :meth:`start` and :meth:`stop`."""
 
     def __init__(self, work: Path, access_key: str, secret_key: str, *, nodes: int = 4,
-                 drives: int = 2) -> None:
+                 drives: int = 2, faults: bool = False) -> None:
+        """``faults``: every namespace gets the nftables table that ``network.cut`` fills
+        (needs nft), so tests can cut links."""
         binary = find_minio()
         if binary is None:
             raise FileNotFoundError(f"minio not found ({INSTALL_HINT})")
@@ -60,6 +62,7 @@ class MinioCluster:
         self.work = work.resolve()
         self.access_key, self.secret_key = access_key, secret_key
         self.node_count, self.drive_count = nodes, drives
+        self.faults = faults
         self.network: Network | None = None
         self.nodes: list[Host] = []
         self.client: Host | None = None
@@ -97,7 +100,7 @@ class MinioCluster:
     def start(self, timeout: float = 180.0) -> Self:
         """Build the network, start every node, wait until each reports write quorum."""
         (self.work / "drives").mkdir(parents=True, exist_ok=True)
-        self.network = Network(scheme=SCHEME, subnets=SUBNETS, faults=False)
+        self.network = Network(scheme=SCHEME, subnets=SUBNETS, faults=self.faults)
         try:
             self.nodes = [self.network.add_host(f"minio{i + 1}")
                           for i in range(self.node_count)]
@@ -127,6 +130,18 @@ class MinioCluster:
         root = str(Path(__file__).resolve().parents[2])
         path = os.environ.get("PYTHONPATH")
         return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
+
+    def cut_client(self) -> None:
+        """Drop every packet between the client namespace and every node, open
+        connections too (needs ``faults``)."""
+        assert self.network is not None and self.client is not None
+        for node in self.nodes:
+            self.network.cut(self.client, node)
+
+    def heal_client(self) -> None:
+        """Undo :meth:`cut_client`."""
+        assert self.network is not None and self.client is not None
+        self.network.heal(self.client)
 
     def kill(self, index: int) -> None:
         """SIGKILL node ``index`` (from 0) by its PID, as a crash would."""

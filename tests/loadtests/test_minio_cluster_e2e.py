@@ -14,6 +14,7 @@ object is still there, read through the restarted node itself.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,8 @@ SHARED = "squall-store"
 PORT = 9500
 WRITES = 240
 KILL_AFTER = 60
+#: seconds the store stays cut off (SQUALL_TEST_OUTAGE_S=60 for the full minute)
+OUTAGE_S = float(os.environ.get("SQUALL_TEST_OUTAGE_S", "15"))
 
 #: Writes WRITES objects through Squall (argv: endpoint, ack file, signal file); each
 #: acknowledged key is appended to the ack file at once; the signal file appears after
@@ -248,3 +251,134 @@ def test_the_launcher_starts_prints_and_stops_everything_on_ctrl_c(tmp_path: Pat
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+
+
+#: PUTs 1 MiB objects through Squall until it answers 503 SlowDown (argv: endpoint, ack
+#: file, first index, count or 0 for "until SlowDown", access, secret); acknowledged keys go
+#: to the ack file; prints {"slowdown": Retry-After or null, "refused": n}.
+FILLER = r"""
+import hashlib, json, random, sys, boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+endpoint, acks, first, count, access, secret = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
+                  aws_secret_access_key=secret, region_name="us-east-1",
+                  config=Config(retries={"total_max_attempts": 1}, read_timeout=120))
+first, count = int(first), int(count)
+refused, slowdown = 0, None
+with open(acks, "a") as out:
+    for i in range(first, first + (count or 256)):
+        key = f"rank{i % 4}/obj{i:04d}"
+        body = random.Random(i).randbytes(1024 * 1024)
+        try:
+            s3.put_object(Bucket="ckpt", Key=key, Body=body)
+        except ClientError as exc:
+            answer = exc.response
+            assert answer["ResponseMetadata"]["HTTPStatusCode"] == 503, answer
+            if answer["Error"]["Code"] == "SlowDown":
+                slowdown = answer["ResponseMetadata"]["HTTPHeaders"].get("retry-after")
+                break
+            refused += 1
+            continue
+        out.write(json.dumps([key, hashlib.md5(body).hexdigest()]) + "\n")
+        out.flush()
+print(json.dumps({"slowdown": slowdown, "refused": refused}))
+"""
+
+
+@pytest.fixture
+def cuttable_cluster(tmp_path: Path) -> Iterator[MinioCluster]:
+    reason = unavailable() or missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with MinioCluster(tmp_path / "minio", ACCESS_KEY, SECRET_KEY, faults=True) as started:
+        yield started
+
+
+def test_squall_absorbs_a_network_cut_from_the_whole_store_then_flushes_everything(
+        cuttable_cluster: MinioCluster, tmp_path: Path) -> None:
+    """nftables drops every packet between Squall's namespace and all four MinIO nodes
+    (a black hole: connections hang, nothing is refused) for OUTAGE_S seconds. Squall keeps
+    absorbing writes into its 32 MiB cache, then answers 503 SlowDown with Retry-After; its
+    health says degraded with a reason that names no address; once the link is back,
+    health recovers, ``squall sync`` flushes everything and every acknowledged object is
+    in MinIO, byte-identical."""
+    cluster = cuttable_cluster
+    assert cluster.client is not None
+    made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
+                     "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
+                     "region_name='us-east-1').create_bucket(Bucket=sys.argv[4])",
+                     cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
+    assert made.returncode == 0, made.stderr
+    squall_url = f"http://127.0.0.1:{PORT}"
+    env = {**cluster.client_env(), "SQUALL_PUBLIC_STATUS": "true", "SQUALL_ACCESS_KEY": ACCESS_KEY,
+           "SQUALL_SECRET_KEY": SECRET_KEY, "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
+           "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
+    with open(tmp_path / "squall.log", "ab") as log:
+        squall = cluster.client.popen(
+            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen",
+             f"127.0.0.1:{PORT}", "--data-dir", str(tmp_path / "squall"), "--log-level",
+             "warning", "--cache-size", "32MiB", "--backend-probe-interval", "0.5",
+             "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}&read_timeout=5"],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
+                                    f"{squall_url}/_squall/health"], env=env, check=False)
+        assert ready.returncode == 0, (tmp_path / "squall.log").read_text()
+        acks = tmp_path / "acks.jsonl"
+        made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
+                         "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
+                         "region_name='us-east-1').create_bucket(Bucket='ckpt')",
+                         squall_url, ACCESS_KEY, SECRET_KEY)
+        assert made.returncode == 0, made.stderr
+        before = python_in(cluster, FILLER, squall_url, str(acks), "0", "4", ACCESS_KEY,
+                           SECRET_KEY)
+        assert before.returncode == 0 and json.loads(before.stdout)["refused"] == 0, before
+
+        cluster.cut_client()
+        down = time.monotonic()
+        filled = python_in(cluster, FILLER, squall_url, str(acks), "4", "0", ACCESS_KEY,
+                           SECRET_KEY)
+        assert filled.returncode == 0, filled.stderr
+        result = json.loads(filled.stdout)
+        assert result["slowdown"] is not None and int(result["slowdown"]) >= 1, result
+        assert result["refused"] < 3, result  # writes sent past the cache as the link went
+        acked = sum(1 for _ in acks.open())
+        assert (acked - 4) * 1024 * 1024 >= 16 * 1024 * 1024, f"only {acked - 4} absorbed"
+
+        deadline = time.monotonic() + 60
+        while (state := gateway_state(cluster, squall_url))["health"] != 503:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.5)
+        reason = state["health_body"]["reason"]
+        assert state["health_body"]["status"] == "degraded", state
+        assert reason.startswith("backend unreachable: "), reason
+        for secret in (*(n.address for n in cluster.nodes), SHARED, ACCESS_KEY, SECRET_KEY):
+            assert secret not in reason, reason
+        assert state["dirty_objects"] >= acked - 4, state
+
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down)))
+        assert gateway_state(cluster, squall_url)["health"] == 503  # still cut off
+        cluster.heal_client()
+        deadline = time.monotonic() + 120
+        while (state := gateway_state(cluster, squall_url))["health"] != 200:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.5)
+        synced = cluster.client.run([sys.executable, "-m", "gateway.commands.cli", "sync",
+                                     "--endpoint", squall_url], env=env, capture_output=True,
+                                    text=True, timeout=300, check=False)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoint, str(acks), SHARED,
+                            ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
+        assert checked.returncode == 0, checked.stderr
+        assert json.loads(checked.stdout) == {
+            "acked": acked, "not_listed": [], "bad_reads": [], "not_in_minio": [],
+            "bad_in_minio": [], "prefix_objects": []}
+    finally:
+        if squall.poll() is None:
+            squall.terminate()
+            try:
+                squall.wait(30)
+            except subprocess.TimeoutExpired:
+                squall.kill()
+                squall.wait()
