@@ -13,6 +13,7 @@ object is still there, read through the restarted node itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,32 +141,67 @@ def python_in(cluster: MinioCluster, script: str, *args: str,
                               text=True, timeout=timeout, env=cluster.client_env())
 
 
+SQUALL_URL = f"http://127.0.0.1:{PORT}"
+#: creates a bucket (argv: endpoint, access, secret, bucket)
+MAKE_BUCKET = ("import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
+               "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
+               "region_name='us-east-1').create_bucket(Bucket=sys.argv[4])")
+
+
+def squall_env(cluster: MinioCluster) -> dict[str, str]:
+    return {**cluster.client_env(), "SQUALL_PUBLIC_STATUS": "true",
+            "SQUALL_ACCESS_KEY": ACCESS_KEY, "SQUALL_SECRET_KEY": SECRET_KEY,
+            "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY, "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
+
+
+def sync_in(cluster: MinioCluster) -> subprocess.CompletedProcess[str]:
+    """``squall sync`` against the gateway at SQUALL_URL, from the client namespace."""
+    assert cluster.client is not None
+    return cluster.client.run([sys.executable, "-m", "gateway.commands.cli", "sync",
+                               "--endpoint", SQUALL_URL], env=squall_env(cluster),
+                              capture_output=True, text=True, timeout=300, check=False)
+
+
+@contextlib.contextmanager
+def squall_in(cluster: MinioCluster, tmp_path: Path, *args: str,
+              backend_options: str = "") -> Iterator[None]:
+    """The shared bucket made on MinIO, then a gateway at SQUALL_URL in the client
+    namespace in front of it (``args`` added to ``serve``), healthy; stopped by its PID
+    at the end."""
+    assert cluster.client is not None
+    made = python_in(cluster, MAKE_BUCKET, cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
+    assert made.returncode == 0, made.stderr
+    env = squall_env(cluster)
+    with open(tmp_path / "squall.log", "ab") as log:
+        squall = cluster.client.popen(
+            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen",
+             f"127.0.0.1:{PORT}", "--data-dir", str(tmp_path / "squall"), "--log-level",
+             "warning", "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}{backend_options}",
+             *args], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
+                                    f"{SQUALL_URL}/_squall/health"], env=env, check=False)
+        assert ready.returncode == 0, (tmp_path / "squall.log").read_text()
+        yield
+    finally:
+        if squall.poll() is None:
+            squall.terminate()
+            try:
+                squall.wait(30)
+            except subprocess.TimeoutExpired:
+                squall.kill()
+                squall.wait()
+
+
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
 def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
         cluster: MinioCluster, tmp_path: Path, cache: bool) -> None:
     """With the cache tier, MinIO receives the flushes (``squall sync`` at the end runs
     them with the node dead); without it, every write goes to MinIO as the node dies."""
     assert cluster.client is not None
-    made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
-                     "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
-                     "region_name='us-east-1').create_bucket(Bucket=sys.argv[4])",
-                     cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
-    assert made.returncode == 0, made.stderr
-    squall_url = f"http://127.0.0.1:{PORT}"
-    env = {**cluster.client_env(), "SQUALL_PUBLIC_STATUS": "true", "SQUALL_ACCESS_KEY": ACCESS_KEY,
-           "SQUALL_SECRET_KEY": SECRET_KEY, "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
-           "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
-    with open(tmp_path / "squall.log", "ab") as log:
-        squall = cluster.client.popen(
-            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen", f"127.0.0.1:{PORT}",
-             "--data-dir", str(tmp_path / "squall"), "--log-level", "warning",
-             "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}",
-             *(["--inactivity-delay", "5"] if cache else ["--cache-size", "0"])],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
-                                    f"{squall_url}/_squall/health"], env=env, check=False)
-        assert ready.returncode == 0, (tmp_path / "squall.log").read_text()
+    squall_url, env = SQUALL_URL, squall_env(cluster)
+    with squall_in(cluster, tmp_path,
+                   *(["--inactivity-delay", "5"] if cache else ["--cache-size", "0"])):
         acks, signal_file = tmp_path / "acks.jsonl", tmp_path / "kill-now"
         writer = cluster.client.popen(
             [sys.executable, "-c", WRITER, squall_url, str(acks), str(signal_file),
@@ -188,9 +224,7 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
                 time.sleep(1)
             assert state["flushes_total"] > at_kill["flushes_total"], (at_kill, state)
             assert state["health"] == 200, state
-        synced = cluster.client.run([sys.executable, "-m", "gateway.commands.cli", "sync",
-                                     "--endpoint", squall_url], env=env, capture_output=True,
-                                    text=True, timeout=300, check=False)
+        synced = sync_in(cluster)
         assert synced.returncode == 0, synced.stdout + synced.stderr
         checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoint, str(acks), SHARED,
                             ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
@@ -210,14 +244,6 @@ def test_squall_on_distributed_minio_loses_nothing_when_a_node_dies(
             time.sleep(2)
         assert checked.returncode == 0, checked.stderr
         assert json.loads(checked.stdout) == report
-    finally:
-        if squall.poll() is None:
-            squall.terminate()
-            try:
-                squall.wait(30)
-            except subprocess.TimeoutExpired:
-                squall.kill()
-                squall.wait()
 
 
 def test_the_launcher_starts_prints_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
@@ -305,31 +331,11 @@ def test_squall_absorbs_a_network_cut_from_the_whole_store_then_flushes_everythi
     in MinIO, byte-identical."""
     cluster = cuttable_cluster
     assert cluster.client is not None
-    made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
-                     "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
-                     "region_name='us-east-1').create_bucket(Bucket=sys.argv[4])",
-                     cluster.endpoint, ACCESS_KEY, SECRET_KEY, SHARED)
-    assert made.returncode == 0, made.stderr
-    squall_url = f"http://127.0.0.1:{PORT}"
-    env = {**cluster.client_env(), "SQUALL_PUBLIC_STATUS": "true", "SQUALL_ACCESS_KEY": ACCESS_KEY,
-           "SQUALL_SECRET_KEY": SECRET_KEY, "SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
-           "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY}
-    with open(tmp_path / "squall.log", "ab") as log:
-        squall = cluster.client.popen(
-            [sys.executable, "-m", "gateway.commands.cli", "serve", "--listen",
-             f"127.0.0.1:{PORT}", "--data-dir", str(tmp_path / "squall"), "--log-level",
-             "warning", "--cache-size", "32MiB", "--backend-probe-interval", "0.5",
-             "--backend", f"s3:{cluster.endpoint}?bucket={SHARED}&read_timeout=5"],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        ready = cluster.client.run([sys.executable, "-m", "loadtests.minio.probe", "60",
-                                    f"{squall_url}/_squall/health"], env=env, check=False)
-        assert ready.returncode == 0, (tmp_path / "squall.log").read_text()
+    squall_url = SQUALL_URL
+    with squall_in(cluster, tmp_path, "--cache-size", "32MiB", "--backend-probe-interval",
+                   "0.5", backend_options="&read_timeout=5"):
         acks = tmp_path / "acks.jsonl"
-        made = python_in(cluster, "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], "
-                         "aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], "
-                         "region_name='us-east-1').create_bucket(Bucket='ckpt')",
-                         squall_url, ACCESS_KEY, SECRET_KEY)
+        made = python_in(cluster, MAKE_BUCKET, squall_url, ACCESS_KEY, SECRET_KEY, "ckpt")
         assert made.returncode == 0, made.stderr
         before = python_in(cluster, FILLER, squall_url, str(acks), "0", "4", ACCESS_KEY,
                            SECRET_KEY)
@@ -364,9 +370,7 @@ def test_squall_absorbs_a_network_cut_from_the_whole_store_then_flushes_everythi
         while (state := gateway_state(cluster, squall_url))["health"] != 200:
             assert time.monotonic() < deadline, state
             time.sleep(0.5)
-        synced = cluster.client.run([sys.executable, "-m", "gateway.commands.cli", "sync",
-                                     "--endpoint", squall_url], env=env, capture_output=True,
-                                    text=True, timeout=300, check=False)
+        synced = sync_in(cluster)
         assert synced.returncode == 0, synced.stdout + synced.stderr
         checked = python_in(cluster, VERIFIER, squall_url, cluster.endpoint, str(acks), SHARED,
                             ACCESS_KEY, SECRET_KEY, ACCESS_KEY, SECRET_KEY)
@@ -374,11 +378,3 @@ def test_squall_absorbs_a_network_cut_from_the_whole_store_then_flushes_everythi
         assert json.loads(checked.stdout) == {
             "acked": acked, "not_listed": [], "bad_reads": [], "not_in_minio": [],
             "bad_in_minio": [], "prefix_objects": []}
-    finally:
-        if squall.poll() is None:
-            squall.terminate()
-            try:
-                squall.wait(30)
-            except subprocess.TimeoutExpired:
-                squall.kill()
-                squall.wait()
