@@ -75,9 +75,9 @@ class UploadWrites(KeyWrites, Protocol):
         """Before a write of ``size`` bytes: attach elastic capacity if it is due."""
         ...
 
-    def bypass_cache(self, size: int | None, *, probe: bool = True) -> bool:
-        """Whether a write of ``size`` bytes goes past the cache (``probe=False``: never
-        as a probe of the backend)."""
+    def bypass_cache(self, size: int | None, *, part: bool = False) -> bool:
+        """Whether a write of ``size`` bytes goes past the cache (``part``: of an upload
+        held in the cache)."""
         ...
 
     def count_ingest(self, n: int) -> None:

@@ -183,10 +183,12 @@ class CacheTier:
         return self._unreachable or (self._flusher is not None
                                      and self._flusher.failures.failing)
 
-    def bypass_cache(self, size: int | None, *, probe: bool = True) -> bool:
+    def bypass_cache(self, size: int | None, *, part: bool = False) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
-        the backend (docs/cache.md, "Admission"); ``probe=False``: never as a probe of
-        the backend (see :meth:`Admission.prefer_backend`)."""
+        the backend (docs/cache.md, "Admission"). A ``part`` of an upload held in the
+        cache goes past only when the rates say so: not as a probe of the backend, nor
+        for phase 2 (one part past makes the whole upload complete on the backend, its
+        cached parts sent there at completion)."""
         store = self._store
         if not store.space.active_volumes or (size is not None
                                               and size > store.space.max_object):
@@ -197,9 +199,9 @@ class CacheTier:
             # Inline: one shared index sync, never dearer than a backend file, in phase 2
             # too (a stream of small writes is little ingest in bytes, much in requests).
             return False
-        if self.policy.write_around and not self.backend_failing:
+        if self.policy.write_around and not self.backend_failing and not part:
             return True
-        return self.admission.prefer_backend(size, store.now(), probe=probe)
+        return self.admission.prefer_backend(size, store.now(), probe=not part)
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach

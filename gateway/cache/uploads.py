@@ -123,9 +123,7 @@ class CachedUploads:
         declared = body.facts.declared_length
         await tier.admit(declared)
         with tier.admission.writing(declared):
-            # Never a probe: one part past the cache would make the whole upload complete
-            # on the backend, its cached parts sent there at completion.
-            past = tier.bypass_cache(declared, probe=False) or not store.space.volumes
+            past = tier.bypass_cache(declared, part=True) or not store.space.volumes
             tier.admission.count(past)
             if past:
                 return await remote.send_body(upload, part_number, body, content_md5,
