@@ -75,9 +75,10 @@ class UploadWrites(KeyWrites, Protocol):
         """Before a write of ``size`` bytes: attach elastic capacity if it is due."""
         ...
 
-    def bypass_cache(self, size: int | None, *, part: bool = False) -> bool:
+    def bypass_cache(self, size: int | None, *, part: bool = False,
+                     parts_cached: bool = False) -> bool:
         """Whether a write of ``size`` bytes goes past the cache (``part``: of an upload
-        held in the cache)."""
+        held in the cache; ``parts_cached``: which holds parts in the cache already)."""
         ...
 
     def count_ingest(self, n: int) -> None:

@@ -183,12 +183,14 @@ class CacheTier:
         return self._unreachable or (self._flusher is not None
                                      and self._flusher.failures.failing)
 
-    def bypass_cache(self, size: int | None, *, part: bool = False) -> bool:
+    def bypass_cache(self, size: int | None, *, part: bool = False,
+                     parts_cached: bool = False) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
         the backend (docs/cache.md, "Admission"). A ``part`` of an upload held in the
         cache goes past only when the rates say so: not as a probe of the backend, nor
-        for phase 2 (one part past makes the whole upload complete on the backend, its
-        cached parts sent there at completion)."""
+        for phase 2, and not at all once its upload holds parts in the cache
+        (``parts_cached``): one part past makes the whole upload complete on the
+        backend, its cached parts sent there at completion."""
         store = self._store
         if not store.space.active_volumes or (size is not None
                                               and size > store.space.max_object):
@@ -198,6 +200,8 @@ class CacheTier:
                 and inline_room(store.index.inline, size, store.space.capacity)):
             # Inline: one shared index sync, never dearer than a backend file, in phase 2
             # too (a stream of small writes is little ingest in bytes, much in requests).
+            return False
+        if part and parts_cached:
             return False
         if self.policy.write_around and not self.backend_failing and not part:
             return True

@@ -123,7 +123,9 @@ class CachedUploads:
         declared = body.facts.declared_length
         await tier.admit(declared)
         with tier.admission.writing(declared):
-            past = tier.bypass_cache(declared, part=True) or not store.space.volumes
+            past = tier.bypass_cache(declared, part=True,
+                                     parts_cached=bool(store.parts.get(upload_id))) \
+                or not store.space.volumes
             tier.admission.count(past)
             if past:
                 return await remote.send_body(upload, part_number, body, content_md5,
