@@ -173,9 +173,12 @@ class Admission:
     def backend_failed(self) -> None:
         self.backend_failures += 1
 
-    def prefer_backend(self, size: int | None, now: float) -> bool:
+    def prefer_backend(self, size: int | None, now: float, *, probe: bool = True) -> bool:
         """True when a write of ``size`` bytes is no slower past the cache. When a path
-        went unmeasured for its probe interval (per size class), this write goes there."""
+        went unmeasured for its probe interval (per size class), this write goes there;
+        ``probe=False``: never to the backend as a probe (a part of an upload held in
+        the cache: sent past, it would make the upload complete on the backend, every
+        cached part sent there again while the client waits for its completion)."""
         if self.mode != "auto" or not self.backend_ok:
             return False
         small = size is not None and size < SMALL_OBJECT_BYTES
@@ -193,7 +196,7 @@ class Admission:
         if now - self._cache_seen[small] >= _CACHE_PROBE_S:
             self._cache_seen[small] = now
             return False
-        if now - self._backend_seen[small] >= _BACKEND_PROBE_S:
+        if probe and now - self._backend_seen[small] >= _BACKEND_PROBE_S:
             self._backend_seen[small] = now
             return True
         return backend is not None and backend >= margin * cache

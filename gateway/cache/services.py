@@ -75,8 +75,10 @@ class UploadWrites(KeyWrites, Protocol):
         """Before a write of ``size`` bytes: attach elastic capacity if it is due."""
         ...
 
-    def bypass_cache(self, size: int | None) -> bool:
-        """Whether a write of ``size`` bytes goes past the cache."""
+    def bypass_cache(self, size: int | None, *, part: bool = False,
+                     parts_cached: bool = False) -> bool:
+        """Whether a write of ``size`` bytes goes past the cache (``part``: of an upload
+        held in the cache; ``parts_cached``: which holds parts in the cache already)."""
         ...
 
     def count_ingest(self, n: int) -> None:
@@ -87,9 +89,10 @@ class UploadWrites(KeyWrites, Protocol):
         """Seconds a client refused with SlowDown should wait."""
         ...
 
-    async def spool_admitted(self, body: AsyncIterator[bytes],
-                             content_md5: bytes | None) -> Spooled | None:
-        """Spool ``body`` into the cache, or None if it goes to the backend instead."""
+    async def spool_admitted(self, body: AsyncIterator[bytes], content_md5: bytes | None,
+                             *, part: bool = False) -> Spooled | None:
+        """Spool ``body`` into the cache, or None if it goes to the backend instead
+        (``part``: of an upload held in the cache, which waits for flushes to make room)."""
         ...
 
     async def get_object(self, bucket: str, key: str, *,

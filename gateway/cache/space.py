@@ -55,6 +55,11 @@ class Occupants(Protocol):
         the lock)."""
         ...
 
+    def dirty_on(self, vol_id: str) -> bool:
+        """Whether an unflushed record (not a multipart part: the flusher can make room
+        by flushing it) has data on ``vol_id`` (under the lock)."""
+        ...
+
     def evictable(self) -> Iterator[Entry]:
         """The clean records, least recently used first (under the lock)."""
         ...
@@ -112,6 +117,8 @@ class SpaceManager:
         self._pins: Counter[FileId] = Counter()
         self._doomed: dict[FileId, int] = {}
         self._claims = 0
+        #: bytes of evicted records, per volume id, whose files are being deleted now
+        self._freeing: Counter[str] = Counter()
 
     # -- volumes -----------------------------------------------------------------------
     async def open_volumes(self, specs: Iterable[tuple[Path, int]]) -> list[Volume]:
@@ -268,9 +275,12 @@ class SpaceManager:
                 need -= claim.reserved
 
     async def reserve(self, claim: Claim, amount: int, *, wait: bool,
+                      wait_for_flushes: bool = False,
                       retry_after: Callable[[], float] | None = None) -> None:
         """Charge ``amount`` more bytes to ``claim``: evict clean data, then (``wait``)
-        wait up to the backpressure timeout for the flusher to make room, then SlowDown."""
+        wait up to the backpressure timeout for the flusher to make room, then SlowDown.
+        ``wait_for_flushes``: wait too (without ``wait``) while an unflushed record on
+        the volume can still make room, SlowDown at once when none can."""
         vol = claim.vol
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.backpressure_timeout_s
@@ -280,8 +290,20 @@ class SpaceManager:
             if await self.evict(vol, amount):
                 continue
             remaining = deadline - loop.time()
-            if not wait or remaining <= 0 or claim.give_up or claim.reserved + amount \
-                    > vol.capacity:
+            if (self._freeing[vol.id] > 0 and remaining > 0 and not claim.give_up
+                    and claim.reserved + amount <= vol.capacity):
+                # Another writer's eviction is freeing room here right now (its records
+                # are gone, its files not yet): wait for it rather than be refused or
+                # diverted past a cache that has room in a moment.
+                await self._changes.wait(remaining, self._changes.event)
+                continue
+            if wait_for_flushes and not wait:
+                with self._lock:
+                    flushable = self._occupants.dirty_on(vol.id)
+            else:
+                flushable = False
+            if not (wait or flushable) or remaining <= 0 or claim.give_up \
+                    or claim.reserved + amount > vol.capacity:
                 hint = retry_after() if retry_after else 1.0
                 raise SlowDown("the cache is full of data not yet written to the backend",
                                retry_after=max(1, min(60, math.ceil(hint))), public=True)
@@ -304,9 +326,12 @@ class SpaceManager:
     # -- eviction ----------------------------------------------------------------------
     async def evict(self, vol: Volume, amount: int) -> bool:
         """Evict least recently used CLEAN records with files on ``vol`` until ``amount``
-        bytes would fit; False if nothing could be evicted."""
+        bytes would fit; False if nothing could be evicted. Until their files are
+        deleted, the bytes are counted as being freed on ``vol`` (:meth:`reserve` waits
+        for them)."""
         occupants = self._occupants
         victims: list[Entry] = []
+        freeing = 0
         with self._lock:
             need = amount - vol.free
             for entry in occupants.evictable():  # no copy of the whole LRU
@@ -318,8 +343,11 @@ class SpaceManager:
                 if not occupants.keys.try_acquire(entry.bk):
                     continue
                 victims.append(entry)
+                freeing += sum(charge(s.size) for s in local)
                 need -= sum(charge(s.size) for s in local)
             occupants.forget(victims)
+            if victims:
+                self._freeing[vol.id] += freeing
         if not victims:
             return False
         try:
@@ -327,8 +355,13 @@ class SpaceManager:
             await self.discard([s for e in victims for s in e.segments])
             self._stats.evictions += len(victims)
         finally:
+            with self._lock:
+                self._freeing[vol.id] -= freeing
+                if self._freeing[vol.id] <= 0:
+                    del self._freeing[vol.id]
             for entry in victims:
                 occupants.keys.release(entry.bk)
+            self._changes.changed()  # (waiters look again, also if a file stayed pinned)
         return True
 
     # -- files and pins ----------------------------------------------------------------

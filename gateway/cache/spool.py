@@ -82,6 +82,7 @@ class Spooled:
 
 async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                 content_md5: bytes | None = None, wait: bool = True,
+                wait_for_flushes: bool = False,
                 allow_overflow: bool = False, divert_when_full: bool = False,
                 on_bytes: Callable[[int], None] | None = None,
                 retry_after: Callable[[], float] | None = None) -> Spooled:
@@ -96,7 +97,8 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
     returned uncommitted with ``overflow=True``: the caller passes it to the backend.
     With ``divert_when_full`` (and ``allow_overflow``), a body that finds no room (after
     evicting clean data) is diverted the same way instead of waiting: CacheFull if that
-    happens before any byte was read, an overflow after.
+    happens before any byte was read, an overflow after; ``wait_for_flushes``: not while
+    the flusher can still make room on the volume (see :meth:`SpaceManager.reserve`).
     """
     space = store.space
     vol = space.choose_volume()
@@ -104,7 +106,8 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
     inline_max = store.settings.inline_max_bytes
     claim = space.open_claim(vol)
     try:
-        await space.reserve(claim, charge(0), wait=wait, retry_after=retry_after)
+        await space.reserve(claim, charge(0), wait=wait, wait_for_flushes=wait_for_flushes,
+                            retry_after=retry_after)
     except BaseException as exc:
         space.drop_claim(claim)
         if isinstance(exc, SlowDown):
@@ -160,7 +163,9 @@ async def spool(store: CacheStore, body: AsyncIterator[bytes], *,
                 > vol.capacity
             if not overflow:
                 try:
-                    await space.reserve(claim, len(chunk), wait=wait, retry_after=retry_after)
+                    await space.reserve(claim, len(chunk), wait=wait,
+                                        wait_for_flushes=wait_for_flushes,
+                                        retry_after=retry_after)
                 except SlowDown:
                     # Chosen to yield space to older writers: divert rather than fail.
                     if not (allow_overflow and (claim.give_up or divert_when_full)):

@@ -338,11 +338,14 @@ class CacheStore:
     # -- what the space manager sees of the records (space.Occupants) ------------------
     def unflushed_on(self, vol_id: str) -> bool:
         """Whether an unflushed record or a multipart part has data on ``vol_id``."""
-        for entry in self._records.dirty():
-            if any(s.volume == vol_id for s in entry.segments):
-                return True
-        return any(p.segment.volume == vol_id for parts in self.parts.values()
-                   for p in parts.values())
+        return self.dirty_on(vol_id) or any(
+            p.segment.volume == vol_id for parts in self.parts.values()
+            for p in parts.values())
+
+    def dirty_on(self, vol_id: str) -> bool:
+        """Whether an unflushed record (not a part) has data on ``vol_id``."""
+        return any(any(s.volume == vol_id for s in entry.segments)
+                   for entry in self._records.dirty())
 
     def evictable(self) -> Iterator[Entry]:
         """The clean records, least recently used first (caller holds the lock)."""

@@ -183,9 +183,14 @@ class CacheTier:
         return self._unreachable or (self._flusher is not None
                                      and self._flusher.failures.failing)
 
-    def bypass_cache(self, size: int | None) -> bool:
+    def bypass_cache(self, size: int | None, *, part: bool = False,
+                     parts_cached: bool = False) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
-        the backend (docs/cache.md, "Admission")."""
+        the backend (docs/cache.md, "Admission"). A ``part`` of an upload held in the
+        cache goes past only when the rates say so: not as a probe of the backend, nor
+        for phase 2, and not at all once its upload holds parts in the cache
+        (``parts_cached``): one part past makes the whole upload complete on the
+        backend, its cached parts sent there at completion."""
         store = self._store
         if not store.space.active_volumes or (size is not None
                                               and size > store.space.max_object):
@@ -196,9 +201,11 @@ class CacheTier:
             # Inline: one shared index sync, never dearer than a backend file, in phase 2
             # too (a stream of small writes is little ingest in bytes, much in requests).
             return False
-        if self.policy.write_around and not self.backend_failing:
+        if part and parts_cached:
+            return False
+        if self.policy.write_around and not self.backend_failing and not part:
             return True
-        return self.admission.prefer_backend(size, store.now())
+        return self.admission.prefer_backend(size, store.now(), probe=not part)
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach
@@ -504,16 +511,19 @@ class CacheTier:
                     raise
             return await self.shielded(commit())
 
-    async def spool_admitted(self, body: AsyncIterator[bytes],
-                             content_md5: bytes | None) -> Spooled | None:
+    async def spool_admitted(self, body: AsyncIterator[bytes], content_md5: bytes | None,
+                             *, part: bool = False) -> Spooled | None:
         """Spool ``body`` into the cache. A full cache sends the write to the backend
         rather than making it wait for room: None when that happens before any byte was
         read, an ``overflow`` after. While the backend fails, the writer waits for room
-        instead (backpressure, then SlowDown)."""
+        instead (backpressure, then SlowDown). A ``part`` of an upload held in the cache
+        also waits while flushes can make room on its volume: sent to the backend, it
+        would make every cached part of its upload go there too, at completion."""
         divert = self.admission.backend_ok
         try:
             return await spool(self._store, body, content_md5=content_md5,
                                allow_overflow=True, wait=not divert, divert_when_full=divert,
+                               wait_for_flushes=part,
                                on_bytes=self.count_ingest, retry_after=self.retry_after)
         except CacheFull:
             return None

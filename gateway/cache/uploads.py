@@ -123,13 +123,15 @@ class CachedUploads:
         declared = body.facts.declared_length
         await tier.admit(declared)
         with tier.admission.writing(declared):
-            past = tier.bypass_cache(declared) or not store.space.volumes
+            past = tier.bypass_cache(declared, part=True,
+                                     parts_cached=bool(store.parts.get(upload_id))) \
+                or not store.space.volumes
             tier.admission.count(past)
             if past:
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               measure=True)
             started = asyncio.get_running_loop().time()
-            admitted = await tier.spool_admitted(body, content_md5)
+            admitted = await tier.spool_admitted(body, content_md5, part=True)
             if admitted is None:  # the cache is full: the part goes to the backend
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               diverted=True)

@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 from pathlib import Path
 
+from backends.core.base import CompletedPart
 from backends.throttled import ThrottleSettings
 from gateway.cache.policy import Phase
 from tests.gateway.cache.conftest import (
@@ -88,6 +89,33 @@ async def test_phase2_keeps_small_writes_inline(env: Env) -> None:
     env.repair_bucket()
     await tier.wait_flushed()
     assert await read_all(await env.backend().get_object("other", "small")) == b"tiny"
+
+
+async def test_phase2_keeps_the_parts_of_a_cached_upload_in_the_cache(env: Env) -> None:
+    """An upload begun in the cache keeps its parts there in phase 2: one part written
+    around would make the whole upload complete on the backend, its cached parts sent
+    there again while the client waits for the completion."""
+    tier = await env.tier(cache_settings(env.base, inactivity_delay_s=0.05,
+                                         inline_max_bytes=0))
+    await tier.create_bucket("other")
+    env.break_bucket()  # BUCKET's dirty data cannot leave: the cache stays dirty
+    await tier.put_object(BUCKET, "d", body(payload(100_000)), meta=META)
+    upload = await tier.create_multipart_upload("other", "ckpt", meta=META)
+    parts = [payload(8192, n) for n in range(2)]
+    first = await tier.upload_part("other", "ckpt", upload.upload_id, 1, body(parts[0]))
+    await until(lambda: tier.policy.phase is Phase.PHASE2, "phase 2")
+    around = tier.status()["writearound_bytes_total"]
+    second = await tier.upload_part("other", "ckpt", upload.upload_id, 2, body(parts[1]))
+    assert tier.status()["writearound_bytes_total"] == around
+    assert set(tier.store.parts[upload.upload_id]) == {1, 2}
+    await tier.complete_multipart_upload(
+        "other", "ckpt", upload.upload_id,
+        [CompletedPart(1, first.etag), CompletedPart(2, second.etag)])
+    entry = tier.store.get("other", "ckpt")
+    assert entry is not None and entry.dirty  # completed in the cache, flushed later
+    env.repair_bucket()
+    await tier.wait_flushed()
+    assert await read_all(await env.backend().get_object("other", "ckpt")) == b"".join(parts)
 
 
 def remount(mount: Path, mode: str) -> None:

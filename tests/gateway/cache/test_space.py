@@ -46,6 +46,9 @@ class FakeRecords:
         return any(e.dirty and any(s.volume == vol_id for s in e.segments)
                    for e in self.records.values())
 
+    def dirty_on(self, vol_id: str) -> bool:
+        return self.unflushed_on(vol_id)  # (no multipart parts here)
+
     def evictable(self) -> Iterator[Entry]:
         return (e for e in self.records.values() if not e.dirty)
 

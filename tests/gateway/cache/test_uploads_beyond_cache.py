@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from backends.core.base import CompletedPart, ObjectMeta, PartInfo, RangeRequest, UploadInfo
+from backends.core.base import (
+    CompletedPart,
+    ObjectMeta,
+    PartInfo,
+    RangeRequest,
+    Relay,
+    UploadInfo,
+    bare,
+)
 from backends.core.errors import (
     EntityTooSmall,
     InvalidPart,
@@ -127,6 +135,33 @@ async def test_a_cache_full_of_dirty_objects_sends_parts_to_the_backend(env: Env
     await tier.wait_flushed()
     assert await backend_bytes(env, "m") == (info.etag, b"".join(datas))
     assert await backend_uploads(env) == []
+
+
+async def test_the_rates_do_not_split_an_upload_that_holds_cached_parts(env: Env) -> None:
+    """Once an upload holds parts in the cache, its later parts stay there even when the
+    admission rates come to prefer the backend (parts that waited for room make the cache
+    look slow): one sent past would make the upload complete on the backend, every cached
+    part sent there again. A new upload still follows the rates."""
+    tier = await env.tier(cache_settings(env.base, capacity=8 * charge(PART),
+                                         admission="auto"))
+    up = await tier.create_multipart_upload(BUCKET, "ckpt", meta=META)
+    datas = [payload(PART, seed=70 + i) for i in range(2)]
+
+    def sized(data: bytes) -> Relay:  # a declared length: its size class is known
+        return bare(aiter(body(data)), declared_length=len(data))
+    first = await tier.upload_part(BUCKET, "ckpt", up.upload_id, 1, sized(datas[0]))
+    tier.admission.observe_backend(PART, 1e-6, tier.store.now())  # the backend: "faster"
+    other = await tier.create_multipart_upload(BUCKET, "other", meta=META)
+    await tier.upload_part(BUCKET, "other", other.upload_id, 1, sized(datas[0]))
+    assert await where(tier, "other", other.upload_id) == (set(), {1})  # the rates say so
+    second = await tier.upload_part(BUCKET, "ckpt", up.upload_id, 2, sized(datas[1]))
+    assert await where(tier, "ckpt", up.upload_id) == ({1, 2}, set())
+    info = await tier.complete_multipart_upload(BUCKET, "ckpt", up.upload_id,
+                                                done([first, second]))
+    entry = tier.store.get(BUCKET, "ckpt")
+    assert entry is not None and entry.dirty  # completed in the cache
+    await tier.wait_flushed()
+    assert await backend_bytes(env, "ckpt") == (info.etag, b"".join(datas))
 
 
 async def test_cached_parts_only_complete_in_the_cache_and_abort_the_backend_upload(
