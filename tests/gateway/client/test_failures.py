@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import ssl
 
 import httpx
@@ -21,12 +20,7 @@ from gateway.client.failures import (
     reaching,
     reason,
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.server import free_port
 
 
 def _answer(status: int, content: bytes = b"", **kw: str) -> httpx.Response:
@@ -46,7 +40,7 @@ def _run(main: object) -> tuple[int, list[str]]:
 
 
 def test_an_unreachable_gateway_is_named_with_the_systems_reason() -> None:
-    endpoint = f"http://127.0.0.1:{_free_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(Unreachable) as caught, reaching(endpoint):
         httpx.get(endpoint + "/_squall/status", timeout=5)
     assert str(caught.value) == f"cannot reach {endpoint}: Connection refused"
