@@ -1,4 +1,5 @@
-"""A small blocking S3 client for Locust: botocore SigV4 signing, geventhttpclient transport.
+"""A small blocking S3 client for Locust: the clients' SigV4 signer (gateway.client.sigv4),
+geventhttpclient transport.
 
 Every call is reported to Locust's ``request`` event with the S3 operation as its name
 (``PutObject``, ``GetObject``...), the HTTP method as its type, the bytes carried by the
@@ -18,8 +19,8 @@ from urllib.parse import urlsplit
 from geventhttpclient import HTTPClient
 from locust.exception import RescheduleTask
 
+from gateway.client.sigv4 import Signer, object_path, query_string
 from loadtests.s3xml import ListEntry, ListV2Result, error_code, parse_list_v2
-from loadtests.sigv4 import Signer, object_path, query_string
 
 _READ_BLOCK = 1 << 20
 

@@ -26,8 +26,9 @@ from typing import Any, ClassVar
 from gevent.lock import Semaphore
 from locust import User
 
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import DEFAULT_REGION, Signer
 from loadtests.s3client import S3Client, fire
-from loadtests.sigv4 import DEFAULT_REGION, Signer, load_credentials
 
 
 def add_s3_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +98,7 @@ class S3User(User):
         """A further client (its own connection) for ``endpoint``; closed when the user stops."""
         if self._signer is None:
             self._signer = Signer(
-                load_credentials(),
+                credentials_from_env(),
                 option(self.environment, "region", DEFAULT_REGION),
                 sign_payload=option(self.environment, "sign_payload", False),
             )

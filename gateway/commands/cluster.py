@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx
-
-from gateway.client.signing import admin_request, credentials_from_env, refusal_detail
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import ClientFailure, exit_status
+from gateway.client.signing import admin_call
+from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClient
 from gateway.cluster.coordinator.keys import HELD, MEMBERS, SYNCED, Layout, Registration
 from gateway.cluster.coordinator.settings import (
@@ -35,6 +36,7 @@ from gateway.cluster.coordinator.settings import (
 from gateway.cluster.view import member_id
 
 NAME = "squall cluster"
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     leave = verbs.add_parser("leave", help="make the member at --endpoint leave the cluster")
     leave.add_argument("--endpoint", default="http://127.0.0.1:9000", help="the member's URL")
     leave.add_argument("--region", default="us-east-1")
+    add_ca_bundle_option(leave)
     leave.add_argument("--timeout", type=float, default=300.0,
                        help="seconds to wait for the hand-over (default 300)")
     forget = verbs.add_parser("forget", help="give up a held member that will not return")
@@ -151,46 +154,43 @@ def _print_status(state: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return exit_status(NAME, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     command = args.cluster_command
-    try:
-        if command == "leave":
-            return _leave(args)
-        settings = _settings(args)
-        if command == "status":
-            state = asyncio.run(read_state(settings))
-            if args.json:
-                print(json.dumps(state, indent=2))
-            else:
-                _print_status(state)
-            return 0
-        if not args.lose_unflushed_writes:
-            print(f"{NAME}: forgetting a held member gives up its unflushed writes; say "
-                  "so with --lose-unflushed-writes", file=sys.stderr)
-            return 2
-        if asyncio.run(_forget(settings, args.member)):
-            print(f"forgot {args.member} (id {member_id(args.member)}): its keys are served "
-                  "by the other members from now on")
+    if command == "leave":
+        return _leave(args)
+    settings = _settings(args)
+    if command == "status":
+        state = _etcd(read_state(settings))
+        if args.json:
+            print(json.dumps(state, indent=2))
         else:
-            print(f"{args.member} was not held: nothing to forget")
+            _print_status(state)
         return 0
-    except ValueError as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 2
+    if not args.lose_unflushed_writes:
+        raise ValueError("forgetting a held member gives up its unflushed writes; say so "
+                         "with --lose-unflushed-writes")
+    if _etcd(_forget(settings, args.member)):
+        print(f"forgot {args.member} (id {member_id(args.member)}): its keys are served "
+              "by the other members from now on")
+    else:
+        print(f"{args.member} was not held: nothing to forget")
+    return 0
+
+
+def _etcd(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on etcd; ClientFailure when etcd does not answer."""
+    try:
+        return asyncio.run(work)
     except CoordinatorUnavailable as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 1
+        raise ClientFailure(str(exc)) from exc
 
 
 def _leave(args: argparse.Namespace) -> int:
-    try:
-        response = admin_request(args.endpoint, "/_squall/cluster/leave",
-                                 credentials_from_env(), method="POST", params={},
-                                 region=args.region, timeout=args.timeout)
-    except httpx.HTTPError as exc:
-        print(f"{NAME}: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
-        return 1
-    if response.status_code >= 300:
-        print(f"{NAME}: {refusal_detail(response)}", file=sys.stderr)
-        return 1
-    print(f"{response.json().get('self')} left the cluster")
+    answer = admin_call(args.endpoint, "/_squall/cluster/leave", credentials_from_env(),
+                        method="POST", region=args.region, timeout=args.timeout,
+                        verify=endpoint_context(args.ca_bundle))
+    print(f"{(answer or {}).get('self')} left the cluster")
     return 0

@@ -3,7 +3,8 @@
 ``cost`` reads the ``cost`` object of a running gateway's ``/_squall/status``;
 ``calibrate`` measures a running gateway into a calibration file; ``predict`` and
 ``advise`` work offline from that file (docs/cost-model.md).
-Bad input exits with status 2 and a one-line message; an unreachable gateway with 1.
+Bad input exits with status 2 and a one-line message; an unreachable gateway with 1
+(:mod:`gateway.client.failures`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from backends.core.units import parse_size
+from gateway.client.credentials import FROM as CREDENTIALS_FROM
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import BadAnswer, ClientFailure, exit_status
 from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.cost.calibration import CalibrationError, load_calibration, select
 from gateway.cost.meter import format_report, write_csv
@@ -97,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "elastic gateway) or once (a static one), and save the "
                                    "sustained throughput B_M(x) and the time the cache "
                                    "stayed attached D_M(x) as a calibration file. "
-                                   "Credentials: SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY.")
+                                   f"Credentials as for S3 clients: {CREDENTIALS_FROM}.")
     k.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
     k.add_argument("--sizes", nargs="+", required=True, type=_bytes, metavar="SIZE",
                    help="data sizes x, e.g. 128MB 256MB")
@@ -121,6 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     k.add_argument("--quiet-timeout", type=_positive, default=600.0,
                    help="seconds to wait for the gateway to drain between points")
     k.add_argument("--region", default="us-east-1")
+    add_ca_bundle_option(k)
 
     p = sub.add_parser("predict", help="predict completion time and cost for cache sizes",
                        description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "
@@ -147,45 +153,36 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    name = f"squall {args.command}"
+    main = {"cost": _cost, "predict": _predict, "calibrate": _calibrate}.get(args.command,
+                                                                            _advise)
+    return exit_status(f"squall {args.command}", lambda: _plotting(main, args))
+
+
+def _plotting(main: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    from gateway.cost.plot import PlotUnavailable
+
     try:
-        if args.command == "cost":
-            return _cost(args)
-        if args.command == "predict":
-            return _predict(args)
-        if args.command == "calibrate":
-            return _calibrate(args)
-        return _advise(args)
-    except (CalibrationError, ValueError) as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:  # PlotUnavailable
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{name}: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
-        return 1
+        return main(args)
+    except PlotUnavailable as exc:  # matplotlib is missing: the rest was done
+        raise ClientFailure(str(exc)) from exc
 
 
 # -- cost --------------------------------------------------------------------------------
 def _cost(args: argparse.Namespace) -> int:
     import httpx
 
+    from gateway.client.failures import json_of, reaching
     from gateway.client.signing import status_headers
 
     url = f"{args.endpoint.rstrip('/')}/_squall/status"
-    try:
-        response = httpx.get(url, headers=status_headers(url), timeout=10.0, verify=endpoint_context(args.ca_bundle))
-        response.raise_for_status()
-        status = response.json()
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        print(f"squall cost: cannot read {url}: {exc}", file=sys.stderr)
-        return 1
+    with reaching(args.endpoint):
+        response = httpx.get(url, headers=status_headers(url), timeout=10.0,
+                             verify=endpoint_context(args.ca_bundle))
+    status = json_of(response)
     cost = status.get("cost") if isinstance(status, dict) else None
     if not isinstance(cost, dict) or "agbs" not in cost:
-        print("squall cost: this gateway reports no cost meter (no cache tier, or an "
-              "older version)", file=sys.stderr)
-        return 1
+        raise BadAnswer("this gateway reports no cost meter (no cache tier, or an older "
+                        "version)")
     print(json.dumps(cost, indent=2) if args.json else format_report(cost))
     for line in ([] if args.json else missing_settings(cost)):
         print(line)
@@ -232,28 +229,23 @@ def _bytes(text: str) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    import httpx
     from tqdm import tqdm
 
-    from gateway.client.signing import credentials_from_env
     from gateway.cost import calibrate as cal
 
     if args.writers < 1:
         raise ValueError("--writers must be >= 1")
-    gw = cal.GatewayClient(args.endpoint, credentials_from_env(), args.region)
+    gw = cal.GatewayClient(args.endpoint, credentials_from_env(), args.region,
+                           verify=endpoint_context(args.ca_bundle))
     plan = cal.Plan(sizes=args.sizes, cache_sizes=args.cache_sizes, writers=args.writers,
                     object_size=args.object_size, bucket=args.bucket,
                     quiet_timeout_s=args.quiet_timeout)
-    try:
-        status = gw.status()
-        runs = len(args.cache_sizes) if cal.elastic(status) else 1
-        with tqdm(total=runs * sum(args.sizes), unit="B", unit_scale=True,
-                  desc="calibrating", file=sys.stderr) as bar:
-            points = cal.calibrate(gw, plan, progress=bar)
-        status = gw.status()
-    except (httpx.HTTPError, cal.CalibrationFailed) as exc:
-        print(f"squall calibrate: {args.endpoint}: {exc}", file=sys.stderr)
-        return 1
+    status = gw.status()
+    runs = len(args.cache_sizes) if cal.elastic(status) else 1
+    with tqdm(total=runs * sum(args.sizes), unit="B", unit_scale=True,
+              desc="calibrating", file=sys.stderr) as bar:
+        points = cal.calibrate(gw, plan, progress=bar)
+    status = gw.status()
     name = args.name or (f"{(status.get('backend') or {}).get('kind', 'posix')}-"
                          f"{'elastic' if cal.elastic(status) else 'static'}")
     config = cal.configuration(status, points, name=name, providers=max(1, args.providers),

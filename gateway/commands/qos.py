@@ -4,20 +4,22 @@ requests, on a running gateway.
 Talks to the signed admin API ``/_squall/qos`` with the S3 client credentials
 (``SQUALL_ACCESS_KEY``/``SQUALL_SECRET_KEY`` or ``AWS_ACCESS_KEY_ID``/
 ``AWS_SECRET_ACCESS_KEY``). Bad input exits 2 with a one-line message before anything is
-sent; a refusal by the gateway or an unreachable gateway exits 1.
+sent; a refusal by the gateway or an unreachable gateway exits 1
+(:mod:`gateway.client.failures`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
-from gateway.client.signing import admin_request, credentials_from_env, refusal_detail
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import exit_status
+from gateway.client.signing import admin_call
+from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.qos.api import validation_message
 from gateway.qos.model import QosClass
 
@@ -40,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
         p.add_argument("--region", default="us-east-1")
+        add_ca_bundle_option(p)
 
     def subject(p: argparse.ArgumentParser, required: bool = True) -> None:
         p.add_argument("bucket", nargs="?", help="the bucket (or give --user)")
@@ -73,9 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common(c)
 
 
-def _request(args: argparse.Namespace, method: str, params: dict[str, str]) -> httpx.Response:
-    return admin_request(args.endpoint, "/_squall/qos", credentials_from_env(), method=method,
-                         params=params, region=args.region)
+def _request(args: argparse.Namespace, method: str, params: dict[str, str]) -> Any:
+    return admin_call(args.endpoint, "/_squall/qos", credentials_from_env(), method=method,
+                      params=params, region=args.region,
+                      verify=endpoint_context(args.ca_bundle))
 
 
 def _class_params(args: argparse.Namespace) -> dict[str, str]:
@@ -108,32 +112,26 @@ def _subject(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        subject = _subject(args)
-        if args.qos_command == "set":
-            response = _request(args, "PUT", {**subject, **_class_params(args)})
-        elif args.qos_command == "clear":
-            response = _request(args, "DELETE", subject)
-        else:
-            response = _request(args, "GET", subject)
-    except ValueError as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 2
-    except httpx.HTTPError as exc:
-        print(f"{NAME}: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
-        return 1
-    if response.status_code >= 300:
-        print(f"{NAME}: {refusal_detail(response)}", file=sys.stderr)
-        return 1
+    return exit_status(NAME, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    subject = _subject(args)
+    if args.qos_command == "set":
+        answer = _request(args, "PUT", {**subject, **_class_params(args)})
+    elif args.qos_command == "clear":
+        answer = _request(args, "DELETE", subject)
+    else:
+        answer = _request(args, "GET", subject)
     label = f"user {args.user}" if args.user else args.bucket
     if args.qos_command == "clear":
         print(f"{label}: no QoS class")
     elif args.qos_command == "set":
-        print(format_buckets({label: response.json()}))
+        print(format_buckets({label: answer}))
     elif args.json:
-        print(json.dumps(response.json(), indent=2))
+        print(json.dumps(answer, indent=2))
     else:
-        classes = labelled_classes(response.json())
+        classes = labelled_classes(answer)
         print(format_buckets(classes) if classes else "no QoS classes")
     return 0
 

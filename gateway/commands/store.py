@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 from pathlib import Path
 
-import httpx
-
-from gateway.client.signing import admin_request, credentials_from_env
+from gateway.client.credentials import FROM as CREDENTIALS_FROM
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import exit_status
+from gateway.client.signing import admin_call
+from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.config.settings import BackendSpec
 
 COMMANDS = ("fsck", "providers")
@@ -31,9 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="read every chunk and verify its checksum")
     f.add_argument("--gc", action="store_true", help="also remove unreferenced data")
     p = sub.add_parser("providers", help="list or add providers of a running store",
-                       description="Credentials as for S3 clients: SQUALL_ACCESS_KEY/"
-                                   "SQUALL_SECRET_KEY or AWS_ACCESS_KEY_ID/"
-                                   "AWS_SECRET_ACCESS_KEY.")
+                       description=f"Credentials as for S3 clients: {CREDENTIALS_FROM}.")
     p.add_argument("action", choices=["list", "add"])
     p.add_argument("path", nargs="?", help="(add) the new provider directory, as the "
                                            "gateway's host sees it")
@@ -41,57 +39,36 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="(add) keep it in reserve until a write burst")
     p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
     p.add_argument("--region", default="us-east-1")
+    add_ca_bundle_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.command == "fsck":
-        return _fsck(args)
-    return _providers(args)
+    main = _fsck if args.command == "fsck" else _providers
+    return exit_status(f"squall {args.command}", lambda: main(args))
 
 
 def _fsck(args: argparse.Namespace) -> int:
     from backends.blobseer_like.fsck import fsck
 
-    try:
-        spec = BackendSpec.parse(args.backend)
-        if spec.kind != "blobseer_like":
-            raise ValueError(f"fsck checks blobseer_like stores, not {spec.kind!r}")
-        report = asyncio.run(fsck(spec.args, args.data_dir, rebuild=args.rebuild,
-                                  verify_data=args.verify_data, collect=args.gc))
-    except ValueError as exc:
-        print(f"squall fsck: {exc}", file=sys.stderr)
-        return 2
+    spec = BackendSpec.parse(args.backend)
+    if spec.kind != "blobseer_like":
+        raise ValueError(f"fsck checks blobseer_like stores, not {spec.kind!r}")
+    report = asyncio.run(fsck(spec.args, args.data_dir, rebuild=args.rebuild,
+                              verify_data=args.verify_data, collect=args.gc))
     print("\n".join(report.lines()))
     return 0 if report.ok else 1
 
 
 def _providers(args: argparse.Namespace) -> int:
     if args.action == "add" and not args.path:
-        print("squall providers add: give the new provider's directory", file=sys.stderr)
-        return 2
-    try:
-        creds = credentials_from_env()
-    except ValueError as exc:
-        print(f"squall providers: {exc}", file=sys.stderr)
-        return 2
+        raise ValueError("add needs the new provider's directory (PATH)")
     params: dict[str, str] = {}
     if args.action == "add":
         params = {"path": args.path, **({"standby": "true"} if args.standby else {})}
     method = "POST" if args.action == "add" else "GET"
-    try:
-        response = admin_request(args.endpoint, "/_squall/providers", creds, method=method,
-                                 params=params, region=args.region, timeout=60)
-    except httpx.HTTPError as exc:
-        print(f"squall providers: cannot reach {args.endpoint}: {exc}", file=sys.stderr)
-        return 1
-    try:
-        body = response.json()
-    except json.JSONDecodeError:
-        body = {"message": response.text}
-    if response.status_code != 200:
-        print(f"squall providers: {response.status_code} {body.get('error', '')}: "
-              f"{body.get('message', '')}", file=sys.stderr)
-        return 1
+    body = admin_call(args.endpoint, "/_squall/providers", credentials_from_env(),
+                      method=method, params=params, region=args.region, timeout=60,
+                      verify=endpoint_context(args.ca_bundle))
     for provider in body.get("providers") or [body["provider"]]:
         print(f"{provider['id']}  {provider['state']:8}  {provider['path']}")
     return 0

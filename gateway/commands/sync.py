@@ -2,8 +2,9 @@
 
 While it waits it shows what is left, the flush rate and an estimated time to go (a
 refreshing line on a terminal, a line every few seconds otherwise); it ends with what
-was flushed during the sync. Every failure is one ``squall: ...`` line and a non-zero
-exit: 1 for a refusal or an unreachable gateway, 2 for missing credentials.
+was flushed during the sync. Every failure is one ``squall sync: ...`` line and a
+non-zero exit (:mod:`gateway.client.failures`): 1 for a refusal, an unreachable gateway or
+objects the backend refuses, 2 for missing credentials or a bad CA bundle.
 """
 
 from __future__ import annotations
@@ -15,14 +16,21 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import httpx
-from botocore.credentials import Credentials
 
-from gateway.client.signing import credentials_from_env, signed_headers
+from gateway.client.credentials import FROM as CREDENTIALS_FROM
+from gateway.client.credentials import Credentials, credentials_from_env
+from gateway.client.failures import (
+    CREDENTIALS_HINT,
+    ClientFailure,
+    Refused,
+    exit_status,
+    reaching,
+)
+from gateway.client.sigv4 import Signer
 from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.config.humanize import format_bytes, format_duration
 
@@ -32,21 +40,16 @@ LOG_INTERVAL_S = 5.0
 TTY_INTERVAL_S = 0.5
 #: seconds between two reads of /_squall/status (objects left, flush rate)
 STATUS_INTERVAL_S = 1.0
-_AUTH_ERRORS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied"})
-
-
-class SyncFailed(Exception):
-    """Why the sync could not be done (one line)."""
+NAME = "squall sync"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("sync", help="wait until all dirty data is flushed to the backend",
                        description="Return once everything that was dirty when it was "
                                    "called is on the backend, showing progress. Credentials "
-                                   "as for S3 clients: SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY "
-                                   "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. Exit status: "
+                                   f"as for S3 clients: {CREDENTIALS_FROM}. Exit status: "
                                    "0 all flushed, 1 not (refused, unreachable, objects the "
-                                   "backend refuses), 2 no credentials.")
+                                   "backend refuses), 2 bad input (no credentials).")
     p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
     p.add_argument("--bucket", help="only this bucket")
     p.add_argument("--region", default="us-east-1")
@@ -80,29 +83,29 @@ class Gateway:
     def __init__(self, endpoint: str, credentials: Credentials, region: str, *,
                  verify: ssl.SSLContext | bool = True) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self._credentials = credentials
-        self._region = region
+        self._signer = Signer(credentials, region, sign_payload=True)
         self._http = httpx.Client(timeout=httpx.Timeout(30.0, read=None), verify=verify)
 
     def close(self) -> None:
         self._http.close()
 
     def _signed(self, method: str, url: str) -> dict[str, str]:
-        return signed_headers(url, self._credentials, method=method, region=self._region)
+        return self._signer.sign(method, url)
 
     def check_bucket(self, bucket: str) -> None:
-        """HeadBucket: SyncFailed when it does not exist or the credentials are refused."""
+        """HeadBucket: ClientFailure when it does not exist or the credentials are
+        refused."""
         url = f"{self.endpoint}/{urllib.parse.quote(bucket, safe='')}"
-        with _reaching(self.endpoint):
+        with reaching(self.endpoint):
             response = self._http.head(url, headers=self._signed("HEAD", url))
         if response.status_code == 404:
-            raise SyncFailed(f"no such bucket {bucket!r} at {self.endpoint}")
-        if response.status_code in (400, 403):
-            raise SyncFailed(f"the gateway refused the credentials "
-                             f"({response.status_code} for HeadBucket {bucket!r}): check "
-                             "SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY")
+            raise ClientFailure(f"no such bucket {bucket!r} at {self.endpoint}")
+        if response.status_code in (400, 403):  # a HEAD's answer has no error code
+            raise ClientFailure(f"the gateway refused the credentials "
+                                f"({response.status_code} for HeadBucket {bucket!r}): "
+                                f"{CREDENTIALS_HINT}")
         if response.status_code != 200:
-            raise SyncFailed(f"HeadBucket {bucket!r} answered {response.status_code}")
+            raise ClientFailure(f"HeadBucket {bucket!r} answered {response.status_code}")
 
     def flushed(self) -> Flushed | None:
         """The flush counters now, None when the gateway does not report them."""
@@ -118,43 +121,14 @@ class Gateway:
         """POST /_squall/sync: its NDJSON lines (progress, then the outcome)."""
         query = f"?{urllib.parse.urlencode({'bucket': bucket})}" if bucket else ""
         url = f"{self.endpoint}/_squall/sync{query}"
-        with _reaching(self.endpoint), self._http.stream(
+        with reaching(self.endpoint), self._http.stream(
                 "POST", url, headers=self._signed("POST", url), content=b"") as response:
             if response.status_code != 200:
                 response.read()
-                raise SyncFailed(_refusal(response))
+                raise Refused.of(response)
             for line in response.iter_lines():
                 if line.strip():
                     yield json.loads(line)
-
-
-@contextmanager
-def _reaching(endpoint: str) -> Iterator[None]:
-    try:
-        yield
-    except httpx.ConnectError as exc:
-        raise SyncFailed(f"cannot reach {endpoint}: {_reason(exc)}") from exc
-    except httpx.HTTPError as exc:
-        raise SyncFailed(f"lost the connection to {endpoint}: {_reason(exc)}") from exc
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.split("] ", 1)[-1] if text.startswith("[Errno") else text
-
-
-def _refusal(response: httpx.Response) -> str:
-    """One line for a refused sync request, from the gateway's ``{"error", "message"}``."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or "error" not in body:
-        return f"sync refused: HTTP {response.status_code}"
-    code, message = str(body["error"]), str(body.get("message", "")).rstrip(".")
-    hint = (" (check SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY)" if code in _AUTH_ERRORS
-            else "")
-    return f"sync refused: {code}: {message}{hint}"
 
 
 class Progress:
@@ -211,18 +185,14 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        creds = credentials_from_env()
-        verify = endpoint_context(args.ca_bundle)
-    except ValueError as exc:
-        print(f"squall: {exc}", file=sys.stderr)
-        return 2
-    gateway = Gateway(args.endpoint, creds, args.region, verify=verify)
+    return exit_status(NAME, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    gateway = Gateway(args.endpoint, credentials_from_env(), args.region,
+                      verify=endpoint_context(args.ca_bundle))
     try:
         return _sync(gateway, args.bucket)
-    except SyncFailed as exc:
-        print(f"squall: {exc}", file=sys.stderr)
-        return 1
     finally:
         gateway.close()
 
@@ -243,7 +213,7 @@ def _sync(gateway: Gateway, bucket: str | None) -> int:
     if last.get("flushed") is not True:
         message = (f"not flushed: {last.get('error')}: {last.get('message')}" if last
                    else "the gateway ended the sync without an outcome")
-        print(f"squall: {message}", file=sys.stderr)
+        print(f"{NAME}: {message}", file=sys.stderr)
         for held in last.get("quarantined", []):
             print(f"  {held['bucket']}/{held['key']}: {held['error']} "
                   f"({held['attempts']} attempts)", file=sys.stderr)

@@ -21,7 +21,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gateway.client.signing import refusal_detail, status_headers
+from gateway.client.failures import BadAnswer, ClientFailure, exit_status, json_of, reaching
+from gateway.client.signing import status_headers
 from gateway.client.tls import add_ca_bundle_option, endpoint_context
 from gateway.config.humanize import format_bytes, format_duration
 from gateway.dashboard.routes import DATA_PATH
@@ -29,11 +30,6 @@ from gateway.dashboard.snapshot import RATE_WINDOW_S
 
 COMMAND = "top"
 ERRORS_SHOWN = 8
-
-
-class TopError(RuntimeError):
-    """The gateway could not be read (message for users)."""
-
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(COMMAND, help="live view of a running gateway in the terminal",
@@ -63,26 +59,23 @@ class Poller:
 
     def __init__(self, endpoint: str, region: str, *,
                  verify: ssl.SSLContext | bool = True) -> None:
-        self.url = endpoint.rstrip("/") + DATA_PATH
+        self.endpoint = endpoint.rstrip("/")
+        self.url = self.endpoint + DATA_PATH
         self._region = region
         self._client = httpx.Client(timeout=10.0, verify=verify)
 
     def fetch(self) -> dict[str, Any]:
+        """The dashboard document; ClientFailure when it cannot be read."""
         headers = status_headers(self.url, region=self._region)
-        try:
+        with reaching(self.endpoint):
             response = self._client.get(self.url, headers=headers)
-        except httpx.HTTPError as exc:
-            raise TopError(f"cannot reach {self.url}: {exc}") from exc
-        if response.status_code != 200:
-            raise TopError(f"{self.url} answered {response.status_code}: "
-                           f"{refusal_detail(response)}")
         try:
-            doc = response.json()
-        except ValueError as exc:
-            raise TopError(f"{self.url} did not answer JSON (not a Squall gateway, or an "
-                           "older version without the dashboard)") from exc
+            doc = json_of(response)
+        except BadAnswer as exc:
+            raise BadAnswer(f"{self.url} did not answer JSON (not a Squall gateway, or an "
+                            "older version without the dashboard)") from exc
         if not isinstance(doc, dict) or doc.get("format") != 1:
-            raise TopError(f"{self.url} answered an unknown document")
+            raise BadAnswer(f"{self.url} answered an unknown document")
         return doc
 
     def close(self) -> None:
@@ -90,12 +83,11 @@ class Poller:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        verify = endpoint_context(args.ca_bundle)
-    except ValueError as exc:
-        print(f"squall top: {exc}", file=sys.stderr)
-        return 2
-    poller = Poller(args.endpoint, args.region, verify=verify)
+    return exit_status(f"squall {COMMAND}", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    poller = Poller(args.endpoint, args.region, verify=endpoint_context(args.ca_bundle))
     console = Console()
     try:
         doc = poller.fetch()
@@ -112,12 +104,9 @@ def run(args: argparse.Namespace) -> int:
                 try:
                     doc = poller.fetch()
                     live.update(frame(doc, args.endpoint), refresh=True)
-                except TopError as exc:  # keep the last frame, say what is wrong
+                except ClientFailure as exc:  # keep the last frame, say what is wrong
                     live.update(Group(frame(doc, args.endpoint),
                                       Text(f"stale: {exc}", style="bold red")), refresh=True)
-    except TopError as exc:
-        print(f"squall top: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 0
     finally:

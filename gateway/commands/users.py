@@ -5,7 +5,7 @@ Against a running gateway (``--endpoint``, the default) through the admin API
 ``SQUALL_SECRET_KEY`` or ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``); or on the
 files (``--data-dir``), with the gateway stopped or running (a running one sees the
 change within a second). Bad input exits 2 with a one-line message; a refusal or an
-unreachable gateway exits 1.
+unreachable gateway exits 1 (:mod:`gateway.client.failures`).
 """
 
 from __future__ import annotations
@@ -13,31 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from gateway.auth.credentials import load_or_generate
 from gateway.auth.users import (
     USERS_FILE,
     User,
     UserDirectory,
-    UserError,
     UserFile,
     UserLimits,
     admin_user,
     new_user,
 )
 from gateway.auth.users_api import bandwidth_of
-from gateway.client.signing import admin_request, credentials_from_env
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import BadAnswer, exit_status
+from gateway.client.signing import admin_call
+from gateway.client.tls import add_ca_bundle_option, endpoint_context
 
 NAME = "squall user"
-
-
-class Refused(Exception):
-    """The gateway refused or could not be reached; one-line message."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         where.add_argument("--data-dir", type=Path,
                            help="change the data directory's users file instead")
         p.add_argument("--region", default="us-east-1")
+        add_ca_bundle_option(p)
         p.add_argument("--json", action="store_true", help="print JSON")
 
     a = verbs.add_parser("add", help="add a user; prints its access key and secret once")
@@ -78,15 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        result = _offline(args) if args.data_dir is not None else _online(args)
-    except (UserError, ValueError) as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 2
-    except Refused as exc:
-        print(f"{NAME}: {exc}", file=sys.stderr)
-        return 1
-    _print(args, result)
+    return exit_status(NAME, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    _print(args, _offline(args) if args.data_dir is not None else _online(args))
     return 0
 
 
@@ -135,18 +127,10 @@ def _online(args: argparse.Namespace) -> dict[str, Any]:
         method, params = {"add": ("POST", {"name": getattr(args, "name", "")}),
                           "remove": ("DELETE", {"name": getattr(args, "name", "")}),
                           "list": ("GET", {})}[args.user_command]
-    try:
-        response = admin_request(args.endpoint, "/_squall/users", credentials_from_env(),
-                                 method=method, params=params, region=args.region)
-    except httpx.HTTPError as exc:
-        raise Refused(f"cannot reach {args.endpoint}: {exc}") from exc
-    try:
-        doc: dict[str, Any] = response.json()
-    except ValueError:
-        doc = {}
-    if response.status_code != 200:
-        raise Refused(f"{doc.get('error') or f'HTTP {response.status_code}'}: "
-                      f"{doc.get('message') or response.text[:200]}")
+    doc = admin_call(args.endpoint, "/_squall/users", credentials_from_env(), method=method,
+                     params=params, region=args.region, verify=endpoint_context(args.ca_bundle))
+    if not isinstance(doc, dict):
+        raise BadAnswer(f"{args.endpoint} answered an unknown document")
     return doc
 
 

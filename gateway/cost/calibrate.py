@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,66 +27,60 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.config import Config
-from botocore.credentials import Credentials
 
+from gateway.client.credentials import Credentials
+from gateway.client.failures import ClientFailure, Refused, json_of, reaching
+from gateway.client.sigv4 import Signer, object_path, query_string
 from gateway.cost.calibration import FORMAT, VERSION, CalibrationPoint, parse_calibration
 from gateway.cost.model import BYTES_PER_GB, BYTES_PER_MB
 
-_UNSIGNED_PAYLOAD = Config(s3={"payload_signing_enabled": False})
 
-
-class CalibrationFailed(RuntimeError):
-    """The gateway refused a request or did not become quiet in time."""
+class CalibrationFailed(ClientFailure):
+    """The gateway did not become quiet in time (a refusal is a ``Refused``, an
+    unreachable gateway ``Unreachable``: :mod:`gateway.client.failures`)."""
 
 
 class GatewayClient:
     """The few signed requests calibration needs (one ``httpx.Client`` per thread)."""
 
     def __init__(self, endpoint: str, credentials: Credentials, region: str = "us-east-1",
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, *, verify: ssl.SSLContext | bool = True) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self._auth = S3SigV4Auth(credentials, "s3", region)
+        # The payload is not hashed (UNSIGNED-PAYLOAD, as SDKs do over TLS): calibration
+        # measures the gateway, not the client's SHA-256.
+        self._signer = Signer(credentials, region)
         self._timeout = timeout
+        self._verify = verify
         self._local = threading.local()
 
     def _client(self) -> httpx.Client:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = self._local.client = httpx.Client(timeout=self._timeout)
+            client = self._local.client = httpx.Client(timeout=self._timeout,
+                                                       verify=self._verify)
         return client
 
     def request(self, method: str, path: str, *, content: bytes = b"",
                 params: dict[str, str] | None = None) -> httpx.Response:
-        query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
-                         for k, v in sorted((params or {}).items()))
+        """A signed request; Refused for an error answer (but 409 to a CreateBucket: the
+        bucket is there), Unreachable when the gateway cannot be reached."""
+        query = query_string(params)
         url = f"{self.endpoint}{path}" + (f"?{query}" if query else "")
-        signed = AWSRequest(method=method, url=url, data=b"")
-        # The payload is not hashed (UNSIGNED-PAYLOAD, as SDKs do over TLS): calibration
-        # measures the gateway, not the client's SHA-256.
-        signed.context["client_config"] = _UNSIGNED_PAYLOAD
-        self._auth.add_auth(signed)
-        response = self._client().request(method, url, content=content,
-                                          headers=dict(signed.headers.items()))
+        with reaching(self.endpoint):
+            response = self._client().request(method, url, content=content,
+                                              headers=self._signer.sign(method, url))
         if response.status_code >= 300 and not (method == "PUT" and path.count("/") == 1
                                                 and response.status_code == 409):
-            raise CalibrationFailed(f"{method} {path}: {response.status_code} "
-                                    f"{response.text[:300]}")
+            raise Refused.of(response, what=f"{method} {path}")
         return response
 
     def status(self) -> dict[str, Any]:
-        data = self.request("GET", "/_squall/status").json()  # signed
+        data = json_of(self.request("GET", "/_squall/status"))  # signed
         if not isinstance(data, dict):
             raise CalibrationFailed("/_squall/status did not return an object")
         return data
-
-    def object_path(self, bucket: str, key: str) -> str:
-        return f"/{quote(bucket, safe='')}/{quote(key, safe='/')}"
 
 
 def elastic(status: dict[str, Any]) -> bool:
@@ -121,7 +116,7 @@ def write_dataset(gw: GatewayClient, bucket: str, prefix: str, total: int, *, wr
         while left > 0:
             size = min(object_size, left)
             key = f"{prefix}/w{i:03d}/{n:05d}"
-            gw.request("PUT", gw.object_path(bucket, key), content=block[:size])
+            gw.request("PUT", object_path(bucket, key), content=block[:size])
             keys[i].append(key)
             left -= size
             n += 1
@@ -167,7 +162,7 @@ def measure_point(gw: GatewayClient, plan: Plan, x: int, m: int | None,
     status = wait_quiet(gw, plan.quiet_timeout_s)
     attach = attached_seconds(status, since - 1.0) if m is not None else 0.0
     for key in keys:
-        gw.request("DELETE", gw.object_path(plan.bucket, key))
+        gw.request("DELETE", object_path(plan.bucket, key))
     return CalibrationPoint(cache_gb=(m or 0) / BYTES_PER_GB, dataset_gb=x / BYTES_PER_GB,
                             throughput_mb_s=x / BYTES_PER_MB / seconds, attach_s=attach)
 
@@ -182,7 +177,7 @@ def calibrate(gw: GatewayClient, plan: Plan, *, progress: Any = None) -> list[Ca
     caches: list[int | None] = list(plan.cache_sizes) if elastic(status) else [None]
     if elastic(status) and (not caches or any(c is None or c <= 0 for c in caches)):
         raise ValueError("an elastic gateway needs --cache-sizes > 0")
-    gw.request("PUT", f"/{quote(plan.bucket, safe='')}")  # 409: already there
+    gw.request("PUT", object_path(plan.bucket))  # 409: already there
     lock = threading.Lock()
 
     def on_bytes(n: int) -> None:

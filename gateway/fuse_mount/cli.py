@@ -1,13 +1,17 @@
 """``squall mount ENDPOINT BUCKET MOUNTPOINT``: the command line of the FUSE client.
 
 ``register`` adds the subcommand to the ``squall`` parser; ``run`` executes it and
-returns the exit code (2 for every usage, mountpoint, endpoint or credential error).
+returns the exit code, as every client command (:mod:`gateway.client.failures`): 2 for a
+bad option, mountpoint or missing credentials, 1 when the gateway cannot be reached or
+refuses (the bucket does not exist, the credentials are refused) or files open at unmount
+could not be stored.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import importlib.util
 import logging
 import os
 import subprocess
@@ -16,16 +20,21 @@ from pathlib import Path
 
 from backends.core.errors import NoSuchBucket, StorageError
 from backends.core.units import parse_duration, parse_size
+from gateway.client.credentials import FROM as CREDENTIALS_FROM
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import FAILED, USAGE, ClientFailure, Unreachable, exit_status
 from gateway.client.tls import add_ca_bundle_option, ca_bundle
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
-from gateway.fuse_mount.settings import (
-    MountSettings,
-    SettingsError,
-    check_mountpoint,
-    credentials_from_env,
-)
+from gateway.fuse_mount.settings import MountSettings, SettingsError, check_mountpoint
 
 log = logging.getLogger("gateway.fuse_mount")
+NAME = "squall mount"
+
+# The mount needs the mount extra (the mount's own modules import it only as it runs):
+# without it, ``squall mount`` says what to install (gateway/commands/extras.py).
+for _needed in ("mfusepy", "boto3"):
+    if importlib.util.find_spec(_needed) is None:
+        raise ModuleNotFoundError(f"No module named {_needed!r}", name=_needed)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,9 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser(
         "mount", help="mount a bucket as a directory (FUSE)",
         description="Mount BUCKET of the S3 endpoint ENDPOINT on MOUNTPOINT. Credentials come "
-                    "from SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY or AWS_ACCESS_KEY_ID/"
-                    "AWS_SECRET_ACCESS_KEY. Runs until unmounted (fusermount3 -u MOUNTPOINT) "
-                    "or stopped with SIGTERM/SIGINT.")
+                    f"from {CREDENTIALS_FROM}. Runs until unmounted (fusermount3 -u "
+                    "MOUNTPOINT) or stopped with SIGTERM/SIGINT.")
     p.add_argument("endpoint", help="gateway URL, e.g. http://127.0.0.1:9000")
     p.add_argument("bucket", help="bucket to mount")
     p.add_argument("mountpoint", type=Path, help="an existing, empty directory")
@@ -88,50 +96,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     """Validate, then mount in the foreground (or hand over to a background process)."""
     _configure_logging(args)
-    try:
-        settings = MountSettings(
-            endpoint=args.endpoint.rstrip("/"), bucket=args.bucket,
-            mountpoint=args.mountpoint.absolute(), credentials=credentials_from_env(),
-            block_size=parse_size(args.block_size), readahead=parse_size(args.readahead),
-            attr_timeout=args.attr_timeout, region=args.region,
-            max_inflight=args.max_inflight, staging_dir=args.staging_dir,
-            max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
-            route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle),
-            shared_files=tuple(args.shared_files), direct_files=tuple(args.direct_files),
-            shared_lease=_duration("--shared-lease", args.shared_lease))
-        check_mountpoint(settings.mountpoint)
-        _check_bucket(settings)
-    except (SettingsError, ValueError) as exc:
-        return _fail(args, str(exc))
+    return exit_status(NAME, lambda: _run(args), report=lambda line: _report_failure(args, line))
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = MountSettings(
+        endpoint=args.endpoint.rstrip("/"), bucket=args.bucket,
+        mountpoint=args.mountpoint.absolute(), credentials=credentials_from_env(),
+        block_size=parse_size(args.block_size), readahead=parse_size(args.readahead),
+        attr_timeout=args.attr_timeout, region=args.region,
+        max_inflight=args.max_inflight, staging_dir=args.staging_dir,
+        max_attempts=args.max_attempts, writeback_cache=args.writeback_cache,
+        route_to_owners=args.route_to_owners, ca_bundle=ca_bundle(args.ca_bundle),
+        shared_files=tuple(args.shared_files), direct_files=tuple(args.direct_files),
+        shared_lease=_duration("--shared-lease", args.shared_lease))
+    check_mountpoint(settings.mountpoint)
+    _check_bucket(settings)
     if args.background:
         return _spawn_background(args)
-    from gateway.fuse_mount.mount import MountFailed, UnsavedFiles, run_mount
+    from gateway.fuse_mount.mount import MountFailed, run_mount
 
     try:
         run_mount(settings, on_ready=lambda: _report_ready(args))
     except MountFailed as exc:
-        return _fail(args, f"cannot mount {settings.mountpoint}: {exc}")
-    except UnsavedFiles as exc:
-        print(f"squall mount: {exc}", file=sys.stderr)
-        return 1
+        raise SettingsError(f"cannot mount {settings.mountpoint}: {exc}") from exc
     return 0
 
 
 def _check_bucket(settings: MountSettings) -> None:
+    """HeadBucket before mounting: ClientFailure when the gateway cannot be reached or
+    refuses."""
     from gateway.fuse_mount.mount import build_store
 
+    bucket = settings.bucket
     try:
         build_store(settings, max_attempts=min(2, settings.max_attempts)).check_bucket()
     except EndpointUnreachable as exc:
-        raise SettingsError(f"cannot reach endpoint {settings.endpoint}: {exc}") from exc
+        raise Unreachable(settings.endpoint, exc) from exc
     except NoSuchBucket as exc:
-        raise SettingsError(f"bucket {settings.bucket!r} does not exist at "
+        raise ClientFailure(f"bucket {bucket!r} does not exist at "
                             f"{settings.endpoint}") from exc
     except StorageError as exc:
         if errno_for(exc) == errno.EACCES:
-            raise SettingsError(f"access to bucket {settings.bucket!r} denied: check the "
+            raise ClientFailure(f"access to bucket {bucket!r} denied: check the "
                                 f"credentials ({exc.message})") from exc
-        raise SettingsError(f"bucket {settings.bucket!r}: {exc.message}") from exc
+        raise ClientFailure(f"bucket {bucket!r}: {exc.message}") from exc
 
 
 def _duration(flag: str, text: str) -> float:
@@ -172,13 +181,12 @@ def _spawn_background(args: argparse.Namespace) -> int:
     with os.fdopen(read_fd, "rb") as pipe:
         message = pipe.read().decode(errors="replace").strip()
     if message == "ready":
-        print(f"squall mount: {args.bucket} mounted on {args.mountpoint} (pid {child.pid})",
+        print(f"{NAME}: {args.bucket} mounted on {args.mountpoint} (pid {child.pid})",
               file=sys.stderr)
         return 0
-    child.wait()
-    print(f"squall mount: {message or f'mount process exited with {child.returncode}'}",
-          file=sys.stderr)
-    return 2
+    status = child.wait()
+    print(f"{NAME}: {message or f'mount process exited with {status}'}", file=sys.stderr)
+    return status if status in (FAILED, USAGE) else USAGE
 
 
 def _child_env() -> dict[str, str]:
@@ -196,14 +204,14 @@ def _report_ready(args: argparse.Namespace) -> None:
         args.ready_fd = None
 
 
-def _fail(args: argparse.Namespace, message: str) -> int:
+def _report_failure(args: argparse.Namespace, line: str) -> None:
+    """A failure's line: to the waiting parent (``--background``), else to stderr."""
     if args.ready_fd is not None:
-        os.write(args.ready_fd, message.encode())
+        os.write(args.ready_fd, line.removeprefix(f"{NAME}: ").encode())
         os.close(args.ready_fd)
         args.ready_fd = None
     else:
-        print(f"squall mount: {message}", file=sys.stderr)
-    return 2
+        print(line, file=sys.stderr)
 
 
 def _configure_logging(args: argparse.Namespace) -> None:

@@ -6,14 +6,15 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from gateway.client.signing import status_headers
+from gateway.client.failures import ClientFailure, reason
+from gateway.client.signing import signed_headers
 from gateway.client.tls import client_context
 from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.fuseop import fuse_op
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.reader import Chunk
-from gateway.fuse_mount.settings import MountSettings, SettingsError
+from gateway.fuse_mount.settings import MountSettings
 from gateway.fuse_mount.signals import flush_on_stop
 from gateway.fuse_mount.store import BucketClient
 from gateway.fuse_mount.stream import StreamChunk
@@ -23,8 +24,9 @@ class MountFailed(RuntimeError):
     """libfuse could not mount (or run) the file system."""
 
 
-class UnsavedFiles(RuntimeError):
-    """Files still open at unmount could not be stored (their previous versions stay)."""
+class UnsavedFiles(ClientFailure):
+    """Files still open at unmount could not be stored (their previous versions stay):
+    exit status 1."""
 
 
 class _FUSE(mfusepy.FUSE):
@@ -94,23 +96,20 @@ class _FUSE(mfusepy.FUSE):
 
 def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> BucketClient:
     """The mount's S3 client; with ``route_to_owners``, routed by the cluster's ring
-    (SettingsError if the endpoint does not give one)."""
+    (ClientFailure if the endpoint does not give one; ValueError for a bad CA bundle)."""
     store = BucketClient(settings.endpoint, settings.bucket, settings.credentials,
                         region=settings.region, max_attempts=max_attempts or settings.max_attempts,
                         pool_size=4 * settings.threads, ca_bundle=settings.ca_bundle,
                         light_requests=not settings.route_to_owners)
     if settings.route_to_owners:
+        url = settings.endpoint.rstrip("/") + CLUSTER_PATH
+        context = client_context(settings.ca_bundle, "--ca-bundle")
         try:
-            creds = settings.credentials
-            url = settings.endpoint.rstrip("/") + CLUSTER_PATH
-            ring = fetch_ring(settings.endpoint, context=client_context(
-                settings.ca_bundle, "--ca-bundle"), headers=status_headers(
-                    url, region=settings.region, environ={
-                        "SQUALL_ACCESS_KEY": creds.access_key,
-                        "SQUALL_SECRET_KEY": creds.secret_key}))
-        except (OSError, ValueError) as exc:
-            raise SettingsError(f"--route-to-owners: cannot read the cluster ring from "
-                                f"{settings.endpoint}{CLUSTER_PATH}: {exc}") from exc
+            ring = fetch_ring(settings.endpoint, context=context, headers=signed_headers(
+                url, settings.credentials, region=settings.region))
+        except (OSError, ValueError) as exc:  # unreachable, refused, not a ring
+            raise ClientFailure(f"--route-to-owners: cannot read the cluster ring from "
+                                f"{url}: {reason(exc)}") from exc
         route_to_owners(store.client, ring)
     return store
 
@@ -128,7 +127,7 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
         raise MountFailed(str(exc)) from exc
     try:
         store = build_store(settings)
-    except SettingsError as exc:
+    except (ClientFailure, ValueError) as exc:
         raise MountFailed(str(exc)) from exc
     operations = BucketOperations(store, settings, on_ready=on_ready)
     timeout = settings.attr_timeout

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from gateway.fuse_mount.store import GatewayCredentials
+from gateway.client.credentials import Credentials
 
 MiB = 1024 * 1024
 MIN_BLOCK_SIZE = 5 * MiB  # S3's minimum size of every multipart part but the last
@@ -23,7 +22,7 @@ class MountSettings:
     endpoint: str
     bucket: str
     mountpoint: Path
-    credentials: GatewayCredentials
+    credentials: Credentials
     block_size: int = 8 * MiB
     readahead: int = 16 * MiB
     attr_timeout: float = 1.0
@@ -67,16 +66,6 @@ class MountSettings:
 def named_by(key: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``key`` matches one of the globs ``patterns`` (``*`` spans ``/`` too)."""
     return any(fnmatchcase(key, p) for p in patterns)
-
-
-def credentials_from_env(environ: Mapping[str, str] = os.environ) -> GatewayCredentials:
-    """SQUALL_ACCESS_KEY/SQUALL_SECRET_KEY, else AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
-    for access, secret in (("SQUALL_ACCESS_KEY", "SQUALL_SECRET_KEY"),
-                           ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")):
-        if environ.get(access) and environ.get(secret):
-            return GatewayCredentials(environ[access], environ[secret])
-    raise SettingsError("no credentials: set SQUALL_ACCESS_KEY and SQUALL_SECRET_KEY "
-                        "(or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 
 
 def check_mountpoint(path: Path) -> None:

@@ -21,6 +21,7 @@ from botocore.utils import parse_timestamp
 
 from backends.core.checksums import new_hasher
 from backends.core.errors import BackendError, NoSuchKey
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
 from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody
@@ -28,12 +29,6 @@ from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody
 Body = bytes | bytearray
 _SENT = "squall_sent_at"  # key of a request's botocore context: when it was sent
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayCredentials:
-    access_key: str
-    secret_key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +63,7 @@ class RemoteListing:
 class BucketClient:
     """Blocking S3 operations on one bucket."""
 
-    def __init__(self, endpoint: str, bucket: str, credentials: GatewayCredentials, *,
+    def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
                  region: str = "us-east-1", max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32,
                  ca_bundle: Path | None = None, light_requests: bool = True) -> None:
@@ -78,10 +73,10 @@ class BucketClient:
         self.bucket = bucket
         #: the gateway's time, from the Date of every answer to a boto3 request
         self.clock = GatewayClock()
-        self._light = LightRequests(endpoint, bucket, credentials.access_key,
-                               credentials.secret_key, region=region, pool_size=pool_size,
-                               connect_timeout=connect_timeout, read_timeout=120,
-                               ca_bundle=ca_bundle) if light_requests else None
+        self._light = LightRequests(endpoint, bucket, credentials, region=region,
+                                    pool_size=pool_size, connect_timeout=connect_timeout,
+                                    read_timeout=120,
+                                    ca_bundle=ca_bundle) if light_requests else None
         session = boto3.session.Session()
         session._session.get_component("response_parser_factory").set_parser_defaults(
             timestamp_parser=_timestamp)
@@ -89,6 +84,7 @@ class BucketClient:
             "s3", endpoint_url=endpoint, region_name=region,
             aws_access_key_id=credentials.access_key,
             aws_secret_access_key=credentials.secret_key,
+            aws_session_token=credentials.token,
             verify=str(ca_bundle) if ca_bundle is not None else None,
             # Bodies carry a CRC32C (computed here, see _crc32c) that the gateway verifies,
             # not a SHA-256 of every part (botocore's default over plain HTTP, and costly).

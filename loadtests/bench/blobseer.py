@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.core.units import format_size, parse_size
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
-from loadtests.sigv4 import Signer, load_credentials
 
 MiB = 1 << 20
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         for chunk in args.chunk.split(","):
             label = name if name == "posix" else f"blobseer_like x{args.providers} ({chunk})"
             env = squall_credentials("BS")
-            signer = Signer(load_credentials(env))
+            signer = Signer(credentials_from_env(env))
             with tempfile.TemporaryDirectory(prefix="squall-blobseer-", dir=args.work) as tmp:
                 work = Path(tmp)
                 server = squall_server(

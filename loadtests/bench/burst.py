@@ -23,10 +23,11 @@ from pathlib import Path
 import httpx
 
 from backends.core.units import format_size, parse_size
+from gateway.client.credentials import credentials_from_env
 from gateway.client.signing import status_headers
+from gateway.client.sigv4 import Signer
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
-from loadtests.sigv4 import Signer, load_credentials
 
 DEFAULT_CONFIGS = (
     "static-slow=--cache-size 0 --backend-bandwidth {rate}",
@@ -73,7 +74,7 @@ def measure(name: str, args: Sequence[str], *, clients: int, size: int,
             work: Path) -> BurstResult:
     env = squall_credentials("BURST")
     with squall_server(name, args, work, env) as server:
-        signer = Signer(load_credentials(env))
+        signer = Signer(credentials_from_env(env))
         burst_s = asyncio.run(run_burst(server.endpoint, signer, clients=clients, size=size))
         drain_s = drain(server.endpoint)
     return BurstResult(name, burst_s, drain_s, clients * size)

@@ -19,7 +19,9 @@ from typing import Any, Self
 
 import httpx
 
-from gateway.client.signing import credentials_from_env, status_headers
+from gateway.client.credentials import credentials_from_env
+from gateway.client.signing import status_headers
+from gateway.client.sigv4 import object_path
 from gateway.cost.calibrate import GatewayClient, write_dataset
 
 MB = 1_000_000
@@ -53,7 +55,7 @@ def _writer(rank: int, endpoint: str, bucket: str, shape: AppShape,
     per_init = shape.init_bytes // shape.writers
     per_ckpt = shape.checkpoint_bytes // shape.writers
     every = shape.iterations // shape.checkpoints if shape.checkpoints else shape.iterations
-    gw.request("PUT", gw.object_path(bucket, f"warmup/r{rank:03d}"), content=b"w")
+    gw.request("PUT", object_path(bucket, f"warmup/r{rank:03d}"), content=b"w")
     barrier.wait()  # connections are open: the clock starts
     write_dataset(gw, bucket, f"init/r{rank:03d}", per_init, writers=1,
                   object_size=shape.object_size)

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from backends.core.units import parse_duration, parse_size
+from gateway.client.credentials import MissingCredentials, credentials_from_env
+from gateway.client.sigv4 import DEFAULT_REGION, Signer
 from loadtests.bench.configs import (
     DEFAULT_CONFIGS,
     SQUALL_TEMPLATE,
@@ -62,7 +64,6 @@ from loadtests.bench.table import (
 from loadtests.bench.targets import PosixTarget, S3Target, TargetError
 from loadtests.bench.warp import WarpFailed, find_warp, run_warp, warp_command
 from loadtests.bench.workloads import Workload, select, standard_workloads
-from loadtests.sigv4 import DEFAULT_REGION, Signer, load_credentials
 
 T = TypeVar("T")
 _UNBOUNDED = 10**9  # operation count of a sustained run: bounded by its duration only
@@ -239,7 +240,7 @@ class Driver:
         self.args = args
         self.rows = rows
         self.workdir = workdir
-        self.credentials = load_credentials()
+        self.credentials = credentials_from_env()
         self.signer = Signer(self.credentials, args.region)
 
     def baseline(self) -> dict[str, Result]:
@@ -406,8 +407,8 @@ def _rows(args: argparse.Namespace) -> list[Row]:
 def _ensure_credentials() -> None:
     """Generate credentials for the servers this run starts, unless some are set."""
     try:
-        load_credentials()
-    except RuntimeError:
+        credentials_from_env()
+    except MissingCredentials:
         os.environ["SQUALL_ACCESS_KEY"] = "bench" + secrets.token_hex(6)
         os.environ["SQUALL_SECRET_KEY"] = secrets.token_urlsafe(24)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.core.units import format_size, parse_duration, parse_size
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from gateway.cluster.client import wait_members
 from gateway.cluster.ring import owner_index
 from loadtests.bench.cpu import cpu_seconds
@@ -40,7 +42,6 @@ from loadtests.bench.server import (
 )
 from loadtests.bench.targets import S3Target
 from loadtests.bench.workloads import Kind, Unit, Workload
-from loadtests.sigv4 import Signer, load_credentials
 
 POLICIES = ("any", "owner", "non-owner")
 
@@ -154,7 +155,7 @@ def workloads(sizes: Sequence[int], clients: int, count: int, duration: float
 def run_all(replicas: Sequence[int], wls: Sequence[Workload], latency_wls: Sequence[Workload],
             extra: Sequence[str], work: Path, coordinator: str) -> list[Row]:
     env = {**squall_credentials("CLUSTER"), "SQUALL_CLUSTER_SECRET": secrets.token_hex(16)}
-    signer = Signer(load_credentials(env))
+    signer = Signer(credentials_from_env(env))
     rows: list[Row] = []
     for count in replicas:
         servers = start_members(count, work, env, extra, coordinator)

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from botocore.credentials import Credentials
-
 from backends.core.units import parse_size
 from gateway.cache.elastic import next_size
 from gateway.cache.volumes import charge
+from gateway.client.credentials import credentials_from_env
 from gateway.cost.calibrate import GatewayClient, Plan, calibrate, wait_quiet
 from gateway.cost.calibrate import configuration as calibrated
 from gateway.cost.calibration import Configuration, parse_calibration
@@ -87,7 +86,7 @@ def _calibrate(setup: Setup, name: str, work: Path, env: dict[str, str]) -> Conf
     plan = Plan(sizes=sorted({s.checkpoint_bytes, s.init_bytes}), cache_sizes=caches,
                 writers=s.writers, object_size=s.object_size, quiet_timeout_s=600)
     with squall_server(f"cal-{name}", setup.args(name), work, env) as server:
-        gw = GatewayClient(server.endpoint, credentials_from_env_of(env))
+        gw = GatewayClient(server.endpoint, credentials_from_env(env))
         points = calibrate(gw, plan)
         doc = calibrated(gw.status(), points, name=name, providers=1,
                          backend_bandwidth_mb_s=(setup.fast if name == "static-fast"
@@ -102,10 +101,6 @@ def _calibrate(setup: Setup, name: str, work: Path, env: dict[str, str]) -> Conf
     return config
 
 
-def credentials_from_env_of(env: dict[str, str]) -> Credentials:
-    return Credentials(env["SQUALL_ACCESS_KEY"], env["SQUALL_SECRET_KEY"])
-
-
 @dataclass
 class Outcome:
     name: str
@@ -118,7 +113,7 @@ class Outcome:
 def _measure(setup: Setup, name: str, work: Path, env: dict[str, str]) -> Outcome:
     s = setup.shape
     with squall_server(name, setup.args(name), work, env) as server:
-        gw = GatewayClient(server.endpoint, credentials_from_env_of(env))
+        gw = GatewayClient(server.endpoint, credentials_from_env(env))
         gw.request("PUT", "/app")
         before = gw.status()
         with Sampler(server.endpoint) as sampler:

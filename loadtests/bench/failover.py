@@ -30,11 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from gateway.cluster.ring import owner_index
 from loadtests.bench.cluster import start_members
 from loadtests.bench.server import coordinator_url, etcd_server, squall_credentials
 from loadtests.bench.targets import S3Target, TargetError
-from loadtests.sigv4 import Signer, load_credentials
 
 BUCKET = "failover-bench"
 DIRTY = ["--backend-bandwidth", "200KB/s", "--inactivity-delay", "3600"]
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ttls = [int(t) for t in args.ttls.split(",")]
     env = {**squall_credentials("FAILOVER"), "SQUALL_CLUSTER_SECRET": secrets.token_hex(16)}
-    signer = Signer(load_credentials(env))
+    signer = Signer(credentials_from_env(env))
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="squall-failover-bench-") as tmp, \
             etcd_server(Path(tmp)) as etcd:

@@ -20,8 +20,9 @@ from pathlib import Path
 import aiohttp
 
 from backends.core.units import format_size, parse_size
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from loadtests.bench.server import squall_credentials, squall_server
-from loadtests.sigv4 import Signer, load_credentials
 
 PIECE = 1 << 20
 
@@ -66,7 +67,7 @@ def measure(name: str, args: Sequence[str], size: int, work: Path) -> tuple[int,
     with squall_server(name, args, work, env) as server:
         assert server.pid is not None
         before = _rss_kib(server.pid, "VmRSS")
-        asyncio.run(_transfer(server.endpoint, Signer(load_credentials(env)), size))
+        asyncio.run(_transfer(server.endpoint, Signer(credentials_from_env(env)), size))
         return before, _rss_kib(server.pid, "VmHWM")
 
 

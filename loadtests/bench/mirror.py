@@ -22,11 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.core.units import format_size, parse_duration, parse_size
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from loadtests.bench.cluster import RoutedTarget, members_cpu_seconds, start_members
 from loadtests.bench.engine import Measurement, run_workload
 from loadtests.bench.server import coordinator_url, etcd_server, squall_credentials
 from loadtests.bench.workloads import Workload
-from loadtests.sigv4 import Signer, load_credentials
 
 DIRTY_ARGS = "--backend-bandwidth 5MB/s --inactivity-delay 3600"
 
@@ -45,7 +46,7 @@ async def _measure(endpoints: Sequence[str], signer: Signer, wl: Workload,
 def run(replicas: Sequence[int], members: int, wls: Sequence[Workload],
         extra: Sequence[str], work: Path) -> list[tuple[int, Workload, Measurement, float]]:
     env = {**squall_credentials("MIRROR"), "SQUALL_CLUSTER_SECRET": secrets.token_hex(16)}
-    signer = Signer(load_credentials(env))
+    signer = Signer(credentials_from_env(env))
     rows = []
     with etcd_server(work) as etcd:
         for r in replicas:

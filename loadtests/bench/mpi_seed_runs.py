@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from botocore.credentials import Credentials
-
+from gateway.client.credentials import Credentials
 from gateway.cost.calibrate import GatewayClient, attached_seconds, wait_quiet
 from gateway.cost.calibration import CalibrationPoint
 from loadtests.bench.fuse import ACCESS_KEY, SECRET_KEY, mounted, squall_mount_argv

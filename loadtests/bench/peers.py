@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from botocore.credentials import Credentials
-
+from gateway.client.credentials import Credentials
 from loadtests.bench.server import ServerProcess, free_port
 
 KNOWN_PEERS = ("minio", "versitygw")

@@ -18,12 +18,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from botocore.credentials import Credentials
-
+from gateway.client.credentials import Credentials
+from gateway.client.sigv4 import Signer
 from loadtests.bench.engine import Measurement, run_loop, run_workload
 from loadtests.bench.targets import S3Target, TargetError
 from loadtests.bench.workloads import Workload
-from loadtests.sigv4 import Signer
 
 
 def share(wl: Workload, processes: int, index: int) -> Workload:

@@ -59,10 +59,11 @@ from typing import Any
 import boto3
 import httpx
 from botocore.config import Config
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from gateway.cost.calibrate import CalibrationFailed, GatewayClient, wait_quiet
+from gateway.client.credentials import credentials_from_env
+from gateway.client.failures import ClientFailure
+from gateway.cost.calibrate import GatewayClient, wait_quiet
 from loadtests.bench.server import squall_credentials, squall_server
 
 MB = 1_000_000
@@ -295,8 +296,7 @@ def run(shape: Shape, work: Path, out: Path | None = None) -> list[TenantResult]
     results: list[TenantResult] = []
     trace: list[dict[str, Any]] = []
     with squall_server("qos", args, work, env) as server:
-        gw = GatewayClient(server.endpoint, Credentials(env["SQUALL_ACCESS_KEY"],
-                                                        env["SQUALL_SECRET_KEY"]))
+        gw = GatewayClient(server.endpoint, credentials_from_env(env))
         s3 = _client(server.endpoint, env)
         tenants = shape.tenants
         same_bill = {t: shape.g0_bytes_per_s for t in tenants}  # set by the g-states run
@@ -418,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="squall-qos-bench-") as tmp:
         try:
             results = run(shape, Path(tmp), a.out)
-        except (httpx.HTTPError, ClientError, CalibrationFailed, RuntimeError) as exc:
+        except (httpx.HTTPError, ClientError, ClientFailure, RuntimeError) as exc:
             print(f"qos benchmark: {exc}", file=sys.stderr)
             return 1
     if a.json:

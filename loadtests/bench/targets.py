@@ -1,7 +1,8 @@
 """What a workload runs against: an S3 endpoint, or a posix directory written directly.
 
 Both offer the same four async operations. The S3 target is one aiohttp session (reused
-connections, one per concurrent client) signing with botocore (UNSIGNED-PAYLOAD by default):
+connections, one per concurrent client) signing with the clients' signer (UNSIGNED-PAYLOAD
+by default, gateway.client.sigv4):
 a cheap client, because on a small machine client CPU is taken from the server. The posix
 target is the baseline: the same bytes written with temp file + fsync + rename and read back,
 by a pool of as many threads as the workload has clients.
@@ -21,8 +22,8 @@ from typing import Protocol, TypeVar
 import aiohttp
 from yarl import URL
 
+from gateway.client.sigv4 import Signer, object_path
 from loadtests.s3xml import error_code
-from loadtests.sigv4 import Signer, object_path
 
 _BLOCK = 1 << 20
 T = TypeVar("T")

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends.core.units import format_size, parse_size
+from gateway.client.credentials import credentials_from_env
+from gateway.client.sigv4 import Signer
 from loadtests.bench.server import squall_credentials, squall_server
 from loadtests.bench.targets import S3Target
-from loadtests.sigv4 import Signer, load_credentials
 
 
 async def write_then_read(endpoint: str, signer: Signer, *, clients: int,
@@ -67,14 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             upstream_env)
         with upstream:
             direct = asyncio.run(write_then_read(
-                upstream.endpoint, Signer(load_credentials(upstream_env)),
+                upstream.endpoint, Signer(credentials_from_env(upstream_env)),
                 clients=args.clients, size=size))
             front = squall_server(
                 "front", ["--cache-size", args.cache, "--backend", f"s3:{upstream.endpoint}"],
                 work, front_env)
             with front:
                 buffered = asyncio.run(write_then_read(
-                    front.endpoint, Signer(load_credentials(front_env)),
+                    front.endpoint, Signer(credentials_from_env(front_env)),
                     clients=args.clients, size=size))
     print(f"{args.clients} clients x {format_size(size)}: write at once, then read back; "
           f"upstream throttled to {args.rate}; every PUT fsynced before it is acknowledged\n")

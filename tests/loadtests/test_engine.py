@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from botocore.credentials import Credentials
 
+from gateway.client.credentials import Credentials
+from gateway.client.sigv4 import Signer
 from loadtests.bench.engine import run_workload
 from loadtests.bench.targets import PosixTarget, S3Target, TargetError
 from loadtests.bench.workloads import Workload
-from loadtests.sigv4 import Signer
 from tests.loadtests.conftest import ACCESS_KEY, SECRET_KEY
 
 

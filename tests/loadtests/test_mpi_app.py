@@ -12,8 +12,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from botocore.credentials import Credentials
 
+from gateway.client.credentials import Credentials
 from gateway.cost.calibrate import GatewayClient, wait_quiet
 from loadtests.bench.fuse import ACCESS_KEY, SECRET_KEY, fuse_unavailable
 from loadtests.bench.mpi_seed_runs import (

@@ -7,8 +7,8 @@ import dataclasses
 import multiprocessing
 
 import pytest
-from botocore.credentials import Credentials
 
+from gateway.client.credentials import Credentials
 from loadtests.bench.engine import Measurement
 from loadtests.bench.processes import merge, run_processes, share
 from loadtests.bench.targets import TargetError

@@ -16,8 +16,9 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.openfile import OpenFile, WriteConfig
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials
+from gateway.fuse_mount.store import BucketClient
 from tests.conftest import make_client
 from tests.gateway.s3api.clients.helpers import file_sha256, make_aws, multipart_etag, payload
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
@@ -95,7 +96,7 @@ def test_fuse_client_streams_a_file_of_three_times_the_cache(server: SquallProce
     streamed as 8 MiB parts (four in flight), then close."""
     s3 = make_client(server.endpoint)
     bucket = new_bucket(s3)
-    store = BucketClient(server.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+    store = BucketClient(server.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY),
                          max_attempts=1)
     data = big_file.read_bytes()
     with ThreadPoolExecutor(8) as pool:

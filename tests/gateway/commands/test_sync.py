@@ -58,12 +58,12 @@ def test_progress_and_exact_summary(slow_backend: SquallProcess) -> None:
 def test_failures_are_one_line_and_non_zero(squall: SquallProcess, bucket: str) -> None:
     cases = [
         (sync(squall.endpoint, "--bucket", "no-such-bucket-here"),
-         f"squall: no such bucket 'no-such-bucket-here' at {squall.endpoint}"),
+         f"squall sync: no such bucket 'no-such-bucket-here' at {squall.endpoint}"),
         (sync(squall.endpoint, secret="wrong"),
-         "squall: sync refused: SignatureDoesNotMatch: "),
+         "squall sync: SignatureDoesNotMatch: "),
         (sync(squall.endpoint, "--bucket", bucket, secret="wrong"),
-         "squall: the gateway refused the credentials"),
-        (sync(f"http://127.0.0.1:{free_port()}"), "squall: cannot reach http://127.0.0.1:"),
+         "squall sync: the gateway refused the credentials"),
+        (sync(f"http://127.0.0.1:{free_port()}"), "squall sync: cannot reach http://127.0.0.1:"),
     ]
     for result, message in cases:
         assert result.returncode == 1, result

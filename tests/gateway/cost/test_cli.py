@@ -138,7 +138,8 @@ def test_cost_without_meter(capsys: pytest.CaptureFixture[str],
 
 def test_cost_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "cost", "--endpoint", "http://127.0.0.1:1")
-    assert code == 1 and "cannot read" in err and "Traceback" not in err
+    assert code == 1 and "Traceback" not in err
+    assert err == "squall cost: cannot reach http://127.0.0.1:1: Connection refused\n"
 
 
 def test_predict_with_the_experience_schedule(capsys: pytest.CaptureFixture[str],

@@ -54,13 +54,14 @@ def mount_cli(*argv: str | Path, env: dict[str, str] | None = None
 
 @pytest.mark.parametrize("case", ["missing", "file", "not-empty", "unreachable", "no-bucket",
                                   "bad-credentials", "small-block", "no-ring"])
-def test_cli_errors_exit_2_without_traceback(case: str, squall: SquallProcess,
-                                             mount_bucket: str, tmp_path: Path) -> None:
+def test_cli_errors_exit_without_traceback(case: str, squall: SquallProcess,
+                                           mount_bucket: str, tmp_path: Path) -> None:
+    """Bad input exits 2; a gateway that cannot be reached or refuses, 1."""
     mnt, endpoint, bucket, extra = tmp_path / "mnt", squall.endpoint, mount_bucket, []
     mnt.mkdir()
     env = mount_env()
     expected = {"missing": "does not exist", "file": "is not a directory",
-                "not-empty": "is not empty", "unreachable": "cannot reach endpoint",
+                "not-empty": "is not empty", "unreachable": "cannot reach http://127.0.0.1:",
                 "no-bucket": "does not exist", "bad-credentials": "denied",
                 "small-block": "--block-size", "no-ring": "cannot read the cluster ring"}[case]
     if case == "missing":
@@ -80,8 +81,10 @@ def test_cli_errors_exit_2_without_traceback(case: str, squall: SquallProcess,
     else:
         extra = ["--block-size", "1MiB"]
     result = mount_cli(endpoint, bucket, mnt, *extra, env=env)
-    assert result.returncode == 2, result.stderr
+    status = 1 if case in ("unreachable", "no-bucket", "bad-credentials", "no-ring") else 2
+    assert result.returncode == status, result.stderr
     assert expected in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.startswith("squall mount: ") and result.stderr.count("\n") == 1
     assert not is_mounted(mnt)
 
 

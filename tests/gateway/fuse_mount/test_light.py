@@ -15,9 +15,10 @@ from xml.etree import ElementTree
 import pytest
 
 from backends.core import errors as se
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.light import MISSING, LightRequests, _list_page
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials, _crc32c
+from gateway.fuse_mount.store import BucketClient, _crc32c
 from gateway.protocol import errors as pe
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
@@ -25,8 +26,8 @@ KEYS = ["plain.txt", "dir/with space+plus%percent.bin", "unicodé/ключ ~tild
 
 
 def light(endpoint: str, bucket: str, secret: str = SECRET_KEY) -> LightRequests:
-    return LightRequests(endpoint, bucket, ACCESS_KEY, secret, region="us-east-1", pool_size=4,
-                    connect_timeout=2, read_timeout=10)
+    return LightRequests(endpoint, bucket, Credentials(ACCESS_KEY, secret), region="us-east-1",
+                         pool_size=4, connect_timeout=2, read_timeout=10)
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -41,9 +42,9 @@ def test_light_put_stores_body_metadata_and_etag_like_boto3(
     assert got["ETag"] == etag
     assert got["Metadata"] == {"mode": "33188", "mtime": "17"}
     boto3_store = BucketClient(squall.endpoint, bucket,
-                               GatewayCredentials(ACCESS_KEY, SECRET_KEY), light_requests=False)
+                               Credentials(ACCESS_KEY, SECRET_KEY), light_requests=False)
     light_store = BucketClient(squall.endpoint, bucket,
-                               GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+                               Credentials(ACCESS_KEY, SECRET_KEY))
     assert light_store.head(key) == boto3_store.head(key)
 
 
@@ -68,7 +69,7 @@ def test_light_put_declines_what_it_does_not_send(squall: SquallProcess, s3,
 
 def test_store_head_of_a_missing_key_is_no_such_key(squall: SquallProcess,
                                                     bucket: str) -> None:
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with pytest.raises(se.NoSuchKey) as caught:
         store.head("absent/name")
     assert errno_for(caught.value) == errno.ENOENT
@@ -76,11 +77,11 @@ def test_store_head_of_a_missing_key_is_no_such_key(squall: SquallProcess,
 
 def test_store_put_errors_are_those_of_boto3(squall: SquallProcess, bucket: str) -> None:
     missing = BucketClient(squall.endpoint, f"missing-{uuid.uuid4().hex[:8]}",
-                           GatewayCredentials(ACCESS_KEY, SECRET_KEY), max_attempts=1)
+                           Credentials(ACCESS_KEY, SECRET_KEY), max_attempts=1)
     with pytest.raises(se.NoSuchBucket) as caught:
         missing.put("k", b"data", {})
     assert errno_for(caught.value) == errno.ENOENT
-    wrong = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, "wrong"),
+    wrong = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, "wrong"),
                          max_attempts=1)
     with pytest.raises(pe.SignatureDoesNotMatch) as denied:
         wrong.put("k", b"data", {})
@@ -97,7 +98,7 @@ def test_store_put_goes_through_boto3_when_the_light_path_fails(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     store._light = light(dead, bucket)  # the fault injected
     etag = store.put("retried.txt", b"payload", {"mode": "33188"})
     got = s3.get_object(Bucket=bucket, Key="retried.txt")
@@ -109,7 +110,7 @@ def test_store_put_goes_through_boto3_when_the_light_path_fails(
 
 
 def test_store_without_light_requests(squall: SquallProcess, s3, bucket: str) -> None:
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY),
                          light_requests=False)
     assert store.put("boto3.txt", b"x", {}) == s3.head_object(
         Bucket=bucket, Key="boto3.txt")["ETag"]
@@ -118,7 +119,7 @@ def test_store_without_light_requests(squall: SquallProcess, s3, bucket: str) ->
 @pytest.mark.parametrize("key", KEYS)
 def test_light_upload_part_makes_the_part_boto3_makes(squall: SquallProcess, s3, bucket: str,
                                                       key: str) -> None:
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     upload_id = store.create_upload(key, {})
     blocks = [bytearray(os.urandom(5 * 1024 * 1024)), bytearray(b"tail")]
     parts = [light(squall.endpoint, bucket).upload_part(key, upload_id, n, data, _crc32c(data))
@@ -136,7 +137,7 @@ def test_light_upload_part_declines_and_the_store_sends_it_through_boto3(
     """A bad checksum or an unknown upload: None from the light path, and the store's
     errors are boto3's; a closed port (the fault injected: a dropped connection cannot be
     produced on demand against the real gateway) makes the store send the part via boto3."""
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY),
                          max_attempts=1)
     upload_id = store.create_upload("k", {})
     put = light(squall.endpoint, bucket)
@@ -158,7 +159,7 @@ def test_light_upload_part_declines_and_the_store_sends_it_through_boto3(
 # Ranged GETs: the mount's block fetches (get_into) and other reads (get_range).
 
 def _stores(endpoint: str, bucket: str) -> tuple[BucketClient, BucketClient]:
-    creds = GatewayCredentials(ACCESS_KEY, SECRET_KEY)
+    creds = Credentials(ACCESS_KEY, SECRET_KEY)
     return (BucketClient(endpoint, bucket, creds, max_attempts=1),
             BucketClient(endpoint, bucket, creds, max_attempts=1, light_requests=False))
 
@@ -287,9 +288,9 @@ def test_light_listing_pages_are_boto3_pages(squall: SquallProcess, s3, bucket: 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda k: s3.put_object(Bucket=bucket, Key=k, Body=b""),
                       keys[len(KEYS) + 3:]))
-    light_store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    light_store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     boto3_store = BucketClient(squall.endpoint, bucket,
-                               GatewayCredentials(ACCESS_KEY, SECRET_KEY), light_requests=False)
+                               Credentials(ACCESS_KEY, SECRET_KEY), light_requests=False)
     for prefix, delimiter, max_keys in (("ls/", "/", 1000), ("ls/", "", 1000),
                                         ("ls/", "/", 7), ("absent/", "/", 1000)):
         pages = _pages(light_store, prefix, delimiter=delimiter, max_keys=max_keys)
@@ -314,7 +315,7 @@ def test_light_listing_declines_what_it_cannot_read(squall: SquallProcess, bucke
     assert light(squall.endpoint, bucket, secret="wrong").list_page("", "/", 1000, None) is None
     assert light(squall.endpoint, "no-such-bucket-here").list_page("", "/", 10, None) is None
     store = BucketClient(squall.endpoint, "no-such-bucket-here",
-                         GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+                         Credentials(ACCESS_KEY, SECRET_KEY))
     with pytest.raises(se.NoSuchBucket):
         list(store.list_dir(""))
     for document in (b"<Error><Code>x</Code></Error>", b"not xml",

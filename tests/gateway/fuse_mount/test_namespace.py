@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import uuid
 
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.attrs import AttrCache
 from gateway.fuse_mount.listings import Listings
 from gateway.fuse_mount.namespace import Namespace
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials
+from gateway.fuse_mount.store import BucketClient
 from tests.gateway.fuse_mount.test_metadata import requests_at
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 
 def namespace(squall: SquallProcess, bucket: str, *, ttl: float = 30.0,
               max_entries: int = 5) -> Namespace:
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     return Namespace(store, AttrCache(ttl), Listings(ttl, max_entries=max_entries))
 
 

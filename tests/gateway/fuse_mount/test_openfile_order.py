@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.exceptions import ClientError
 
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.openfile import OpenFile, State, WriteConfig
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials
+from gateway.fuse_mount.store import BucketClient
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 MiB = 1024 * 1024
@@ -39,7 +40,7 @@ def test_reordered_writes_stay_streamed_and_nothing_is_published_early(
         window = pieces[start:start + 6]
         rng.shuffle(window)
         pieces[start:start + 6] = window
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2), pool=pool,
                      existing=None, truncate=True)
@@ -55,7 +56,7 @@ def test_a_hole_never_filled_is_streamed_as_zeros(squall: SquallProcess, s3,
                                                   bucket: str) -> None:
     """A sparse file (a write far past the end) is not held in memory for ever."""
     key = f"sparse-{uuid.uuid4().hex[:8]}.bin"
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1),
                      pool=pool, existing=None, truncate=True)
@@ -76,7 +77,7 @@ def test_a_write_arriving_after_its_block_was_streamed_patches_the_part(
     data = os.urandom(5 * BLOCK + 123)
     late = [(BLOCK + 4096, 8192), (3 * BLOCK - 10, 20)]  # the second spans two blocks
     gaps = sorted(late)
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
                                                     patch_blocks=3),
@@ -101,7 +102,7 @@ def test_a_late_write_beyond_the_kept_blocks_stages_the_file(
     data = os.urandom(6 * BLOCK)
     hole = (100, 50)  # in block 0, which is no longer kept once later holey blocks went up
     later = [(k * BLOCK + 7, 3) for k in (2, 3)]
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
                                                     patch_blocks=2),
@@ -126,7 +127,7 @@ def test_a_patched_block_is_sent_once_when_dropped_or_at_commit_with_its_zeros(
     out, or at commit; the bytes nobody wrote stay zeros (a sparse file)."""
     key = f"patched-{uuid.uuid4().hex[:8]}.bin"
     data = bytearray(os.urandom(4 * BLOCK))
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=1,
                                                     patch_blocks=1),
@@ -151,7 +152,7 @@ def test_a_tail_held_behind_a_hole_goes_up_in_parts_of_one_block(
     key = f"held-tail-{uuid.uuid4().hex[:8]}.bin"
     data = os.urandom(3 * BLOCK + 1000)
     hole = (BLOCK + 10, 10)  # block 1 waits for it: the rest of the file is held back
-    store = BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    store = BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
     with ThreadPoolExecutor(4) as pool:
         f = OpenFile(store, key, config=WriteConfig(BLOCK, max_inflight=2, hold_blocks=2),
                      pool=pool, existing=None, truncate=True)

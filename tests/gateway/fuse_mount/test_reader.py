@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends.core import errors as se
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.reader import Chunk, ReadAhead
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials, RemoteObject
+from gateway.fuse_mount.store import BucketClient, RemoteObject
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 BLOCK = 64 * 1024
@@ -30,7 +31,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 @pytest.fixture
 def store(squall: SquallProcess, bucket: str) -> BucketClient:
-    return BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+    return BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY),
                         max_attempts=1)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import UploadFailed
 from gateway.fuse_mount.shared_upload import (
     LeaseRenewer,
@@ -20,7 +21,7 @@ from gateway.fuse_mount.shared_upload import (
     fragment_prefix,
     sidecar_key,
 )
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials
+from gateway.fuse_mount.store import BucketClient
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 MiB = 1024 * 1024
@@ -49,7 +50,7 @@ class Writer:
 
 @pytest.fixture
 def store(squall: SquallProcess, bucket: str) -> BucketClient:
-    return BucketClient(squall.endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY))
+    return BucketClient(squall.endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY))
 
 
 def uploads(s3, bucket: str, key: str) -> list[str]:  # type: ignore[no-untyped-def]

@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends.core import errors as se
+from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.light import RangeBody
-from gateway.fuse_mount.store import BucketClient, GatewayCredentials, RemoteObject
+from gateway.fuse_mount.store import BucketClient, RemoteObject
 from gateway.fuse_mount.stream import AHEAD, StreamChunk, StreamReads
 from tests.gateway.fuse_mount.test_light import _truncating_server, light
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
@@ -24,7 +25,7 @@ class CountedStore(BucketClient):
     """The real client, counting the GETs it sends for streams and for single ranges."""
 
     def __init__(self, endpoint: str, bucket: str) -> None:
-        super().__init__(endpoint, bucket, GatewayCredentials(ACCESS_KEY, SECRET_KEY),
+        super().__init__(endpoint, bucket, Credentials(ACCESS_KEY, SECRET_KEY),
                          max_attempts=1)
         self.streams_opened: list[int] = []
         self.ranges: list[tuple[int, int]] = []
