@@ -205,4 +205,4 @@ def test_behind_the_cache_tier(tmp_path: Path) -> None:
 
 def test_providers_of_a_posix_gateway(squall: SquallProcess) -> None:
     listed = squall_cli("providers", "list", "--endpoint", squall.endpoint)
-    assert listed.returncode == 1 and "501 NotImplemented" in listed.stderr
+    assert listed.returncode == 1 and "NotImplemented: The backend has no providers" in listed.stderr
