@@ -194,7 +194,10 @@ class ElasticController:
             vol.retiring = retiring
         if retiring != self._draining:  # flush at full speed while draining
             self._draining = retiring
-            self._store.drain_requests += 1 if retiring else -1
+            if retiring:
+                self._store.begin_drain()
+            else:
+                self._store.end_drain()
         self._store.changed()
 
     def _adopt(self, handle: VolumeHandle, vol: Volume) -> None:
