@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import httptools
 from uvicorn.protocols.http.flow_control import FlowControl
@@ -53,18 +53,20 @@ PEER_PREFIX = b"/_squall/peer/"  # members' S3 traffic: limited as S3 requests a
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The protocol's limits (seconds, bytes, counts); ``None`` disables one."""
+    """The protocol's limits (seconds, bytes, counts); ``None`` disables one. Built from
+    the settings (:func:`gateway.http.server.limits_of`), whose limits section holds the
+    defaults."""
 
-    header_timeout_s: float | None = 30.0
-    body_idle_timeout_s: float | None = 60.0
-    max_header_bytes: int = 64 * 1024
-    max_header_count: int = 300
-    max_connections: int | None = 1024
-    max_requests: int | None = 512
+    header_timeout_s: float | None
+    body_idle_timeout_s: float | None
+    max_header_bytes: int
+    max_header_count: int
+    max_connections: int | None
+    max_requests: int | None
+    #: minimum rates and the body deadline (:mod:`gateway.http.pace`)
+    pace: PaceLimits
     #: admin requests admitted beyond ``max_requests`` (health checks: always)
     admin_reserve: int = 64
-    #: minimum rates and the body deadline (:mod:`gateway.http.pace`)
-    pace: PaceLimits = field(default_factory=PaceLimits)
     #: called for each request refused with SlowDown (the ``slowdowns`` counter)
     on_slowdown: Callable[[], None] | None = None
 
@@ -122,7 +124,7 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     """The gateway's httptools protocol with :class:`Limits` (``limits`` is set on a
     subclass made by :func:`protocol_class`)."""
 
-    limits = Limits()
+    limits: ClassVar[Limits]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

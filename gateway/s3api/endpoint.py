@@ -45,7 +45,13 @@ from gateway.s3api.handlers import (
 )
 from gateway.s3api.routing import route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
-from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate, parse_payload_mode
+from gateway.s3api.sigv4 import (
+    DEFAULT_REGION,
+    AuthContext,
+    PayloadMode,
+    authenticate,
+    parse_payload_mode,
+)
 from gateway.service.objects import ObjectService
 
 log = logging.getLogger("squall.s3")
@@ -104,7 +110,7 @@ class S3Endpoint:
     def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
                  domain: str | None, metrics: Metrics,
                  user_for: Callable[[str], User | None] | None = None, sigv2: bool = True,
-                 region: str = "us-east-1",
+                 region: str = DEFAULT_REGION,
                  qos_gates: Mapping[str, ClassGate] | None = None,
                  users: UserDirectory | None = None,
                  new_buckets: NewBucketDefaults = S3_DEFAULTS,
