@@ -25,7 +25,7 @@ from gateway.protocol.errors import (
     is_internal,
     s3_error_for,
 )
-from gateway.protocol.responses import error_response
+from gateway.protocol.responses import error_headers, error_response
 from gateway.protocol.targets import Target, parse_target
 from gateway.qos.gate import ClassGate, request_bytes
 from gateway.qos.model import user_class
@@ -296,14 +296,6 @@ class S3Endpoint:
                     "request %s (%s %s) answered %s: %s", request_id, operation, resource,
                     spec.code, exc.message or type(exc).__name__)
         self._metrics.record_error(operation, resource, spec.code, spec.status)
-        extra = {}
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            extra["retry-after"] = str(retry_after)
-        elif spec.status == 503:
-            extra["retry-after"] = "1"
-        if spec.status == 405:
-            extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
-        extra.update(getattr(exc, "response_headers", {}))
         return error_response(spec, message, resource=resource, request_id=request_id,
-                              head=request.method == "HEAD", extra=extra), spec.code
+                              head=request.method == "HEAD",
+                              extra=error_headers(exc, spec)), spec.code
