@@ -64,7 +64,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace
     (behind the cluster layer when peers are configured); the status surface answers
     only requests its gate allows (``.gate``). The lifespan keeps ``users`` current;
-    without a lifespan (workers), the caller runs ``users.watch()``."""
+    without a lifespan (workers), the caller runs ``users.watcher()``."""
     settings = components.settings
     users = users if users is not None else user_directory(components)
 
@@ -75,13 +75,12 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         except ServiceUnavailable as exc:
             log.error("cannot start: %s", exc)
             raise
-        watch = asyncio.ensure_future(users.watch())
+        watch = users.watcher()
+        watch.start()
         try:
             yield
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            await watch.stop()
             await components.stop()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,

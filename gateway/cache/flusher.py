@@ -20,6 +20,7 @@ from dataclasses import replace
 from backends.core.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
 from backends.core.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
 from backends.core.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
+from gateway.background import PeriodicTask
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.flush_health import FlushFailures
@@ -58,6 +59,9 @@ class Flusher:
         self._policy = policy
         self._settings = store.settings
         self._tasks: list[asyncio.Task[None]] = []
+        self._control = PeriodicTask(self._tick, every=self._settings.control_interval_s,
+                                     name="cache-control", log=log,
+                                     failed="cache writeback controller")
         self._inflight: set[BK] = set()
         self._running: dict[BK, asyncio.Task[None]] = {}  # the flush of each key in flight
         self._held: set[BK] = set()  # keys not to flush now (held_back)
@@ -81,7 +85,7 @@ class Flusher:
         return len(self._inflight)
 
     def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._control(), name="cache-control"))
+        self._control.start()
         if self._store.flush_uploads():
             self._tasks.append(asyncio.create_task(self._abort_orphans(),
                                                    name="cache-orphans"))
@@ -89,6 +93,7 @@ class Flusher:
             self._tasks.append(asyncio.create_task(self._worker(), name=f"cache-flush-{i}"))
 
     async def stop(self) -> None:
+        await self._control.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -97,15 +102,11 @@ class Flusher:
         self._tasks.clear()
 
     # -- loops -------------------------------------------------------------------------
-    async def _control(self) -> None:
-        while True:
-            try:
-                if self._policy.tick():
-                    log.info("cache writeback phase: %s", self._policy.phase.value)
-                self._store.changed()
-            except Exception:  # keep the controller alive whatever happens
-                log.exception("cache writeback controller failed")
-            await asyncio.sleep(self._settings.control_interval_s)
+    def _tick(self) -> None:
+        """The writeback controller's step (ingest measurement, phase changes)."""
+        if self._policy.tick():
+            log.info("cache writeback phase: %s", self._policy.phase.value)
+        self._store.changed()
 
     async def _abort_orphans(self) -> None:
         """Abort backend uploads of flushes interrupted by a crash (retrying until done)."""
