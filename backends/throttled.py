@@ -16,19 +16,20 @@ from backends.core.base import (
     Backend,
     BucketInfo,
     CompletedPart,
-    CopyingBackend,
     DescribedBody,
-    MultipartBackend,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
-    PartCopyingBackend,
     PartInfo,
     RangeRequest,
     Relay,
     UploadInfo,
 )
-from backends.core.errors import NotImplementedByBackend
+from backends.core.delegating import (
+    DelegatingCopying,
+    DelegatingMultipart,
+    DelegatingPartCopying,
+)
 from backends.core.streams import ClosingBody
 from backends.core.unit_types import Rate
 from backends.throttle import TokenBucket
@@ -52,15 +53,13 @@ class ThrottleSettings(BaseModel):
         return self.bandwidth_bytes_per_s is not None or self.iops is not None
 
 
-def _missing(capability: type) -> NotImplementedByBackend:
-    return NotImplementedByBackend(f"the backend does not implement {capability.__name__}")
-
-
-class ThrottledBackend:
-    """A backend whose traffic is limited by ``settings`` (bytes/s and operations/s)."""
+class ThrottledBackend(DelegatingMultipart, DelegatingCopying, DelegatingPartCopying):
+    """A backend whose traffic is limited by ``settings`` (bytes/s and operations/s).
+    Every operation is charged, so each is written here; capabilities the wrapped backend
+    lacks raise NotImplementedByBackend (:mod:`backends.core.delegating`)."""
 
     def __init__(self, inner: Backend, settings: ThrottleSettings) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.settings = settings
         rate = settings.bandwidth_bytes_per_s
         iops = settings.iops
@@ -93,21 +92,6 @@ class ThrottledBackend:
                 await self._bytes.acquire(len(chunk))
             self.bytes_received += len(chunk)
             yield chunk
-
-    def _multipart(self) -> MultipartBackend:
-        if not isinstance(self._inner, MultipartBackend):
-            raise _missing(MultipartBackend)
-        return self._inner
-
-    def _copying(self) -> CopyingBackend:
-        if not isinstance(self._inner, CopyingBackend):
-            raise _missing(CopyingBackend)
-        return self._inner
-
-    def _part_copying(self) -> PartCopyingBackend:
-        if not isinstance(self._inner, PartCopyingBackend):
-            raise _missing(PartCopyingBackend)
-        return self._inner
 
     # -- buckets -------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
@@ -169,9 +153,6 @@ class ThrottledBackend:
             if count % _LIST_PAGE == 0:
                 await self._op()
             yield info
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
     # -- multipart -----------------------------------------------------------------
     async def create_multipart_upload(self, bucket: str, key: str, *,

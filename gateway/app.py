@@ -27,7 +27,8 @@ from gateway.cluster.peerauth import HEADER_BYTES as PEER_HEADER
 from gateway.components import Components
 from gateway.dashboard.routes import mount_dashboard
 from gateway.protocol import admin_errors
-from gateway.protocol.errors import s3_error_for
+from gateway.protocol.admin_errors import admin_error, admin_error_for
+from gateway.protocol.errors import InvalidArgument, InvalidRequest, NotImplementedOperation
 from gateway.qos.api import register_routes as register_qos_routes
 from gateway.s3api.endpoint import S3Endpoint
 
@@ -63,7 +64,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     """The ASGI application: ``/_squall/*`` admin routes, then the whole S3 namespace
     (behind the cluster layer when peers are configured); the status surface answers
     only requests its gate allows (``.gate``). The lifespan keeps ``users`` current;
-    without a lifespan (workers), the caller runs ``users.watch()``."""
+    without a lifespan (workers), the caller runs ``users.watcher()``."""
     settings = components.settings
     users = users if users is not None else user_directory(components)
 
@@ -74,13 +75,12 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         except ServiceUnavailable as exc:
             log.error("cannot start: %s", exc)
             raise
-        watch = asyncio.ensure_future(users.watch())
+        watch = users.watcher()
+        watch.start()
         try:
             yield
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            await watch.stop()
             await components.stop()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
@@ -150,15 +150,12 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
                                    what="make this member leave the cluster")) is not None:
             return error
         if components.cluster is None or components.cluster.etcd is None:
-            return JSONResponse({"error": "InvalidRequest", "message": "this gateway has no "
-                                 "coordinator (--coordinator): it cannot leave a cluster"},
-                                status_code=400)
+            return admin_error(InvalidRequest("this gateway has no coordinator "
+                                              "(--coordinator): it cannot leave a cluster"))
         try:
             await components.cluster.leave()
         except StorageError as exc:
-            spec, message = s3_error_for(exc)
-            return JSONResponse({"error": spec.code, "message": message},
-                                status_code=spec.status)
+            return admin_error(exc)
         return JSONResponse(components.cluster.describe())
 
     @app.post("/_squall/sync")
@@ -177,8 +174,8 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         if (error := not_admin(request)) is not None:
             return error
         if not isinstance(components.store, ElasticBackend):
-            return JSONResponse({"error": "NotImplemented", "message": "The backend has no "
-                                 "providers (use blobseer_like)."}, status_code=501)
+            return admin_error(NotImplementedOperation("The backend has no providers (use "
+                                                       "blobseer_like)."))
         return components.store
 
     @app.get("/_squall/providers")
@@ -198,8 +195,7 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
         try:
             info = await store.add_provider(path, standby=standby)
         except ValueError as exc:
-            return JSONResponse({"error": "InvalidArgument", "message": str(exc)},
-                                status_code=400)
+            return admin_error(InvalidArgument(str(exc)))
         return JSONResponse({"provider": asdict(info)})
 
     @app.post("/_squall/elastic/next-size")
@@ -210,13 +206,9 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
             return error
         elastic = components.cache.elastic if components.cache is not None else None
         if elastic is None:
-            return JSONResponse({"error": "InvalidRequest",
-                                 "message": "this gateway does not run cache_mode=elastic"},
-                                status_code=400)
+            return admin_error(InvalidRequest("this gateway does not run cache_mode=elastic"))
         if size <= 0:
-            return JSONResponse({"error": "InvalidArgument",
-                                 "message": "size must be a number of bytes > 0"},
-                                status_code=400)
+            return admin_error(InvalidArgument("size must be a number of bytes > 0"))
         elastic.set_next_size(size)
         return JSONResponse({"next_size_bytes": size})
 
@@ -273,7 +265,7 @@ async def sync_progress(cache: CacheTier | None, bucket: str | None,
         elif error is None:
             yield (json.dumps({"flushed": True, **progress}) + "\n").encode()
         else:
-            spec, message = s3_error_for(error)
+            spec, message = admin_error_for(error)
             yield (json.dumps({"flushed": False, "error": spec.code, "message": message})
                    + "\n").encode()
     finally:

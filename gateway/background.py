@@ -1,11 +1,19 @@
-"""One background loop of a gateway component: started once, cancelled and awaited on stop."""
+"""Background tasks of gateway components: started once, cancelled and awaited on stop.
+
+:class:`BackgroundLoop` runs a coroutine of the component's own (a watch, a queue);
+:class:`PeriodicTask` runs one step every interval, which is what most of them are.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 
 class BackgroundLoop:
@@ -32,3 +40,36 @@ class BackgroundLoop:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class PeriodicTask(BackgroundLoop):
+    """Runs ``step()`` (a function or a coroutine function; what it returns is ignored)
+    every ``every`` seconds from :meth:`start` until :meth:`stop`: the first step at
+    once, or one interval after the start with ``wait_first``. ``every`` may be a
+    function, read before each wait (an interval the settings may change).
+
+    A step that raises is logged on ``log`` as ``failed`` (the task's name by default)
+    and the next step comes an interval later: a failing step never ends the task.
+    """
+
+    def __init__(self, step: Callable[[], object], *,
+                 every: float | Callable[[], float], name: str, wait_first: bool = False,
+                 log: logging.Logger = _log, failed: str | None = None) -> None:
+        super().__init__(self._run, name)
+        self._step = step
+        self._every: Callable[[], float] = every if callable(every) else lambda: every
+        self._wait_first = wait_first
+        self._log = log
+        self._failed = failed or f"{name} step"
+
+    async def _run(self) -> None:
+        if self._wait_first:
+            await asyncio.sleep(self._every())
+        while True:
+            try:
+                result = self._step()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001 - logged; the next step comes an interval later
+                self._log.exception("%s failed", self._failed)
+            await asyncio.sleep(self._every())

@@ -156,9 +156,12 @@ class SlowDown(StorageError):
 class ServiceUnavailable(StorageError):
     """The service is unavailable; please retry."""
 
-    def __init__(self, message: str = "", *, resource: str = "", retry_after: int = 1) -> None:
+    def __init__(self, message: str = "", *, resource: str = "", retry_after: int = 1,
+                 public: bool = False) -> None:
+        """``public``: the message is meant for the client (see :class:`SlowDown`)."""
         super().__init__(message, resource=resource)
         self.retry_after = retry_after
+        self.public = public
 
 
 class BackendError(StorageError):

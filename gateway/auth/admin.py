@@ -9,7 +9,8 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from backends.core.errors import StorageError
-from gateway.protocol.errors import s3_error_for
+from gateway.protocol.admin_errors import admin_error
+from gateway.protocol.errors import AccessDenied
 
 
 def refusal(request: Request, authenticate: Callable[[Scope], str], *,
@@ -20,10 +21,7 @@ def refusal(request: Request, authenticate: Callable[[Scope], str], *,
     try:
         access_key = authenticate(request.scope)
     except StorageError as exc:
-        spec, message = s3_error_for(exc)
-        return JSONResponse({"error": spec.code, "message": message},
-                            status_code=spec.status)
+        return admin_error(exc)
     if admin_key is not None and access_key != admin_key:
-        return JSONResponse({"error": "AccessDenied", "message": f"Only the admin may {what}."},
-                            status_code=403)
+        return admin_error(AccessDenied(f"Only the admin may {what}."))
     return None

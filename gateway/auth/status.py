@@ -17,11 +17,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backends.core.errors import StorageError
-from gateway.protocol.errors import s3_error_for
+from gateway.protocol.admin_errors import admin_error
+from gateway.protocol.errors import AccessDenied
 
 STATUS_PATHS = frozenset({"/_squall/status", "/_squall/metrics", "/_squall/cluster",
                           "/_squall/ui/data"})
@@ -61,19 +62,18 @@ class StatusGate:
         if header is not None and header[:7].lower() == b"bearer ":
             if self._token is not None and hmac.compare_digest(header[7:].strip(), self._token):
                 return None
-            return _denied("AccessDenied", "The status token is not valid.", 403)
+            return admin_error(AccessDenied("The status token is not valid."))
         try:
             access_key = self._authenticate(scope)
         except StorageError as exc:
-            spec, message = s3_error_for(exc)
-            return _denied(spec.code, message, spec.status)
+            return admin_error(exc)
         if access_key == self._admin_key:
             return None
         if scope["path"] == CLUSTER_PATH:
             scope[RING_ONLY] = True
             return None
-        return _denied("AccessDenied", "Only the admin (or the status token) may read the "
-                                       "gateway's status.", 403)
+        return admin_error(AccessDenied("Only the admin (or the status token) may read the "
+                                        "gateway's status."))
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """Answer a status request with ``app`` if allowed, else with the refusal."""
@@ -122,10 +122,6 @@ def _ring(view: dict[str, Any]) -> dict[str, Any]:
     ring["members"] = [{k: m[k] for k in MEMBER_FIELDS if k in m}
                        for m in view.get("members", [])]
     return ring
-
-
-def _denied(code: str, message: str, status: int) -> Response:
-    return JSONResponse({"error": code, "message": message}, status_code=status)
 
 
 class StatusGuard:

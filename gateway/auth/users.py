@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.auth.credentials import Credentials, write_private
+from gateway.background import PeriodicTask
 
 USERS_FILE = "users.json"
 ADMIN_NAME = "admin"
@@ -289,10 +290,12 @@ class UserDirectory:
         self._by_key, self._stamp = by_key, stamp
         return True
 
-    async def watch(self, interval_s: float = RELOAD_INTERVAL_S) -> None:
-        """Re-read the file every ``interval_s`` when it changed (other workers, the
-        offline command, a copy from another member); runs until cancelled."""
-        while True:
-            await asyncio.sleep(interval_s)
-            with contextlib.suppress(ValueError, OSError):
-                await asyncio.to_thread(self.reload)
+    def watcher(self, interval_s: float = RELOAD_INTERVAL_S) -> PeriodicTask:
+        """A task re-reading the file every ``interval_s`` when it changed (other workers,
+        the offline command, a copy from another member), from its start to its stop."""
+        return PeriodicTask(self._reload_quietly, every=interval_s, wait_first=True,
+                            name="users-watch")
+
+    async def _reload_quietly(self) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            await asyncio.to_thread(self.reload)

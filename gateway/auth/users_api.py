@@ -26,6 +26,8 @@ from gateway.auth.users import (
     UserLimits,
     new_user,
 )
+from gateway.protocol.admin_errors import EntityAlreadyExists, NoSuchEntity, admin_error
+from gateway.protocol.errors import InvalidArgument
 
 PATH = "/_squall/users"
 
@@ -93,7 +95,6 @@ def bandwidth_of(text: str | None) -> float | None:
 
 
 def _invalid(exc: UserError) -> JSONResponse:
-    code, status = ("NoSuchEntity", 404) if isinstance(exc, NoSuchUser) else \
-        ("EntityAlreadyExists", 409) if isinstance(exc, UserExists) else \
-        ("InvalidArgument", 400)
-    return JSONResponse({"error": code, "message": str(exc)}, status_code=status)
+    kind = NoSuchEntity if isinstance(exc, NoSuchUser) else \
+        EntityAlreadyExists if isinstance(exc, UserExists) else InvalidArgument
+    return admin_error(kind(str(exc)))

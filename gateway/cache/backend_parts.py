@@ -103,13 +103,13 @@ class BackendParts:
             found = await run_cache_blocking(store.index.backend_parts)
             stale = Batch()
             for upload_id, parts in found.items():
-                if upload_id in store.uploads:
+                if store.upload(upload_id) is not None:
                     self._parts[upload_id] = {p.part_number: p for p in parts}
                 else:
                     stale.delete_backend_parts(upload_id, [p.part_number for p in parts])
             if stale.deletes:
                 await store.index.commit(stale, sync=False)
-            for upload in store.uploads.values():
+            for upload in store.uploads_in():
                 if upload.backend_upload_id is not None:
                     self._owners[upload.backend_upload_id] = upload.upload_id
             self._loaded = True
@@ -135,7 +135,7 @@ class BackendParts:
     # -- the backend upload ------------------------------------------------------------
     async def backend_upload(self, upload_id: str) -> str:
         """The id of the upload's backend upload, created and recorded on first need."""
-        upload = self._store.uploads.get(upload_id)
+        upload = self._store.upload(upload_id)
         if upload is None:
             raise NoSuchUpload(upload_id)
         if upload.backend_upload_id is not None:
@@ -145,35 +145,30 @@ class BackendParts:
     async def _create(self, upload_id: str) -> str:
         store = self._store
         async with store.keys.hold(("upload", upload_id, "backend")):
-            upload = store.uploads.get(upload_id)
+            upload = store.upload(upload_id)
             if upload is None:
                 raise NoSuchUpload(upload_id)
             if upload.backend_upload_id is not None:
                 return upload.backend_upload_id
             bk = (upload.bucket, upload.key)
-            store.flush_creating[bk] += 1  # hidden from listings before its id is known
-            try:
+            with store.creating_backend_upload(bk):  # hidden before its id is known
                 created = await self._native.create_multipart_upload(*bk, meta=upload.meta)
                 try:
                     await self._record(upload_id, created.upload_id)
                 except BaseException:
                     await self._abort_quietly(bk, created.upload_id)
                     raise
-            finally:
-                store.flush_creating[bk] -= 1
-                if not store.flush_creating[bk]:
-                    del store.flush_creating[bk]
             return created.upload_id
 
     async def _record(self, upload_id: str, backend_upload_id: str) -> None:
         store = self._store
         async with store.keys.hold(("upload", upload_id)):
-            upload = store.uploads.get(upload_id)
+            upload = store.upload(upload_id)
             if upload is None:  # aborted meanwhile
                 raise NoSuchUpload(upload_id)
             new = replace(upload, backend_upload_id=backend_upload_id)
             await store.index.commit(Batch().put_upload(new), sync=store.sync)
-            store.uploads[upload_id] = new
+            store.update_upload(new)
             self._owners[backend_upload_id] = upload_id
 
     async def _abort_quietly(self, bk: BK, backend_upload_id: str) -> None:
@@ -193,7 +188,7 @@ class BackendParts:
             with contextlib.suppress(NoSuchUpload):
                 await self._native.abort_multipart_upload(*bk, backend_upload_id)
             await store.index.commit(Batch().delete_flush_upload(backend_upload_id), sync=False)
-            store.flush_uploads.pop(backend_upload_id, None)
+            store.drop_flush_upload(backend_upload_id)
         except Exception as exc:  # noqa: BLE001 - retried at the next start
             log.warning("aborting backend upload %s of %s/%s failed (retried at the next "
                         "start): %r", backend_upload_id, bk[0], bk[1], exc)
@@ -219,17 +214,16 @@ class BackendParts:
     async def _commit(self, upload_id: str, part: BackendPart) -> PartInfo:
         store = self._store
         async with store.keys.hold(("upload", upload_id)):
-            if upload_id not in store.uploads:
+            if store.upload(upload_id) is None:
                 raise NoSuchUpload(upload_id)
-            cached = store.parts[upload_id]
-            old = cached.get(part.part_number)
+            old = store.parts_of(upload_id).get(part.part_number)
             batch = Batch().put_backend_part(upload_id, part)
             if old is not None:
                 batch.delete_parts(upload_id, [part.part_number])
             await store.index.commit(batch, sync=store.sync)
             self._parts.setdefault(upload_id, {})[part.part_number] = part
             if old is not None:
-                del cached[part.part_number]
+                store.forget_part(upload_id, part.part_number)
         if old is not None:
             await store.space.discard([old.segment])
         return part.info()
@@ -289,7 +283,7 @@ class BackendParts:
         assert backend_upload_id is not None
         async with store.keys.hold(bk):  # fail early; the backend checks them atomically
             await tier.check_preconditions(bk, if_match, if_none_match)
-        cached = store.parts[upload.upload_id]
+        cached = store.parts_of(upload.upload_id)
         await self._push(upload, backend_upload_id,
                          [cached[p.part_number] for p in chosen if p.part_number in cached])
         await tier.acquire_clean(bk)
@@ -333,10 +327,9 @@ class BackendParts:
             for part in sent:
                 batch.put_backend_part(upload.upload_id, part)
             await store.index.commit(batch, sync=store.sync)
-            cached = store.parts[upload.upload_id]
             mine = self._parts.setdefault(upload.upload_id, {})
             for part in sent:
-                cached.pop(part.part_number, None)
+                store.forget_part(upload.upload_id, part.part_number)
                 mine[part.part_number] = part
             await store.space.discard(segments)  # deleted once unpinned below
         finally:

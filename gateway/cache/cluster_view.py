@@ -48,10 +48,9 @@ class ClusterView:
         """The cached uploads of ``bucket`` (keys starting with ``prefix``), now."""
         store = self._store
         return UploadsHeld(
-            uploads=[u.info() for u in list(store.uploads.values())
-                     if u.bucket == bucket and u.key.startswith(prefix)],
-            hidden_ids=[i for i, bk in list(store.flush_uploads.items()) if bk[0] == bucket],
-            hidden_keys=[k for b, k in list(store.flush_creating) if b == bucket])
+            uploads=[u.info() for u in store.uploads_in(bucket, prefix)],
+            hidden_ids=[i for i, bk in store.flush_uploads() if bk[0] == bucket],
+            hidden_keys=store.keys_creating_uploads(bucket))
 
     def holds_objects(self, bucket: str) -> bool:
         """Whether an unflushed object (not a pending delete) of ``bucket`` is held here."""
@@ -59,7 +58,7 @@ class ClusterView:
 
     async def abort_uploads(self, bucket: str) -> None:
         """Abort the uploads in progress of ``bucket`` held here (it is being deleted)."""
-        for upload in [u for u in list(self._store.uploads.values()) if u.bucket == bucket]:
+        for upload in self._store.uploads_in(bucket):
             with contextlib.suppress(NoSuchUpload):
                 await self._tier.abort_multipart_upload(bucket, upload.key, upload.upload_id)
 
@@ -123,7 +122,7 @@ class ClusterView:
 
     def on_flushed(self, listener: Callable[[tuple[str, str]], None]) -> None:
         """Call ``listener((bucket, key))`` each time a flush makes a record clean."""
-        self._store.flushed_listeners.append(listener)
+        self._store.on_flushed(listener)
 
     async def discard(self, bucket: str, key: str, *, sync: bool = True) -> bool:
         """Forget the key's record without flushing it (a newer state of the key is
@@ -140,13 +139,13 @@ class ClusterView:
         is down)."""
         entry = self._store.get(bucket, key)
         if entry is not None and entry.dirty:
-            self._store.urgent.add(entry.bk)
+            self._store.make_urgent(entry.bk)
             self._store.changed()
 
     def _expedite(self, bucket: str, which: Callable[[Entry], bool]) -> int:
         store = self._store
         chosen = [e.bk for e in store.dirty_entries(bucket) if which(e)]
         if chosen:
-            store.urgent.update(chosen)
+            store.make_urgent(*chosen)
             store.changed()  # (the flusher takes urgent records first)
         return len(chosen)

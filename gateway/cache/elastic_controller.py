@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from backends.core.errors import SlowDown
 from backends.throttle import TokenBucket
+from gateway.background import PeriodicTask
 from gateway.cache.elastic import (
     Action,
     BurstRecord,
@@ -63,7 +64,6 @@ class ElasticController:
         self._policy = policy
         self._provisioner = provisioner
         self.settings = settings
-        self._interval = cache.control_interval_s
         self._ut = cache.utilization_threshold
         self._machine_settings = MachineSettings(
             initial_size=settings.initial_size_bytes, minimum=settings.min_size_bytes,
@@ -75,7 +75,9 @@ class ElasticController:
         self._clock = clock
         self._wall_offset = wall() - clock()
         self._volumes: dict[str, tuple[VolumeHandle, Volume]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._loop = PeriodicTask(self._tick, every=cache.control_interval_s,
+                                  name="cache-elastic", log=log,
+                                  failed="elastic cache controller")
         self._attach_task: asyncio.Task[None] | None = None
         self._detach_task: asyncio.Task[None] | None = None
         self._draining = False
@@ -97,24 +99,20 @@ class ElasticController:
             log.info("elastic cache: %d volume(s) found attached; draining them",
                      len(recovered))
             self._set_retiring(True)
-        self._task = asyncio.create_task(self._run(), name="cache-elastic")
+        self._loop.start()
 
     async def stop(self) -> None:
-        for task in (self._task, self._attach_task, self._detach_task):
+        await self._loop.stop()
+        for task in (self._attach_task, self._detach_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._task = self._attach_task = self._detach_task = None
+        self._attach_task = self._detach_task = None
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                self._measure()
-                self._perform(self.machine.step(self._observe()))
-            except Exception:  # keep the controller alive whatever happens
-                log.exception("elastic cache controller failed")
-            await asyncio.sleep(self._interval)
+    def _tick(self) -> None:
+        self._measure()
+        self._perform(self.machine.step(self._observe()))
 
     # -- measurements ------------------------------------------------------------------------
     def _measure(self) -> None:
@@ -194,7 +192,10 @@ class ElasticController:
             vol.retiring = retiring
         if retiring != self._draining:  # flush at full speed while draining
             self._draining = retiring
-            self._store.drain_requests += 1 if retiring else -1
+            if retiring:
+                self._store.begin_drain()
+            else:
+                self._store.end_drain()
         self._store.changed()
 
     def _adopt(self, handle: VolumeHandle, vol: Volume) -> None:

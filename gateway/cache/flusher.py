@@ -20,6 +20,7 @@ from dataclasses import replace
 from backends.core.base import Backend, CompletedPart, MultipartBackend, ObjectMeta, Relay
 from backends.core.errors import BadDigest, EntityTooSmall, NoSuchUpload, NotImplementedByBackend
 from backends.core.upload_checksums import FULL_OBJECT, UploadChecksum, checksum_type, declare
+from gateway.background import PeriodicTask
 from gateway.cache.admission import Admission
 from gateway.cache.entry import Entry, EntryState, Segment
 from gateway.cache.flush_health import FlushFailures
@@ -58,6 +59,9 @@ class Flusher:
         self._policy = policy
         self._settings = store.settings
         self._tasks: list[asyncio.Task[None]] = []
+        self._control = PeriodicTask(self._tick, every=self._settings.control_interval_s,
+                                     name="cache-control", log=log,
+                                     failed="cache writeback controller")
         self._inflight: set[BK] = set()
         self._running: dict[BK, asyncio.Task[None]] = {}  # the flush of each key in flight
         self._held: set[BK] = set()  # keys not to flush now (held_back)
@@ -81,14 +85,15 @@ class Flusher:
         return len(self._inflight)
 
     def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._control(), name="cache-control"))
-        if self._store.flush_uploads:
+        self._control.start()
+        if self._store.flush_uploads():
             self._tasks.append(asyncio.create_task(self._abort_orphans(),
                                                    name="cache-orphans"))
         for i in range(self._settings.flush_concurrency):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"cache-flush-{i}"))
 
     async def stop(self) -> None:
+        await self._control.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -97,27 +102,23 @@ class Flusher:
         self._tasks.clear()
 
     # -- loops -------------------------------------------------------------------------
-    async def _control(self) -> None:
-        while True:
-            try:
-                if self._policy.tick():
-                    log.info("cache writeback phase: %s", self._policy.phase.value)
-                self._store.changed()
-            except Exception:  # keep the controller alive whatever happens
-                log.exception("cache writeback controller failed")
-            await asyncio.sleep(self._settings.control_interval_s)
+    def _tick(self) -> None:
+        """The writeback controller's step (ingest measurement, phase changes)."""
+        if self._policy.tick():
+            log.info("cache writeback phase: %s", self._policy.phase.value)
+        self._store.changed()
 
     async def _abort_orphans(self) -> None:
         """Abort backend uploads of flushes interrupted by a crash (retrying until done)."""
         store = self._store
         delay = _RETRY_BASE_S
-        while store.flush_uploads:
-            for upload_id, (bucket, key) in list(store.flush_uploads.items()):
+        while orphans := store.flush_uploads():
+            for upload_id, (bucket, key) in orphans:
                 try:
                     await self._forget_upload(bucket, key, upload_id, abort=True)
                 except Exception as exc:  # noqa: BLE001 - retried with backoff
                     log.warning("aborting backend upload %s failed: %r", upload_id, exc)
-            if store.flush_uploads:
+            if store.flush_uploads():
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._settings.flush_retry_max_s)
 
@@ -129,7 +130,7 @@ class Flusher:
             with contextlib.suppress(NoSuchUpload):
                 await inner.abort_multipart_upload(bucket, key, upload_id)
         await self._store.index.commit(Batch().delete_flush_upload(upload_id), sync=False)
-        self._store.flush_uploads.pop(upload_id, None)
+        self._store.drop_flush_upload(upload_id)
 
     async def _worker(self) -> None:
         while True:
@@ -181,10 +182,10 @@ class Flusher:
                 and self._retry_at.get(entry.bk, 0) <= now
 
         store = self._store
-        for bk in list(store.urgent):
+        for bk in store.urgent_keys():
             current = store.get(*bk)
             if current is None or not current.dirty:
-                store.urgent.discard(bk)
+                store.clear_urgent(bk)
             elif current.state is EntryState.DIRTY and ready(current):
                 taken = store.take_specific(current)
                 if taken is not None:
@@ -252,8 +253,7 @@ class Flusher:
                 else:
                     await store.commit(bk, replace(current, state=EntryState.CLEAN,
                                                    dirty_since=None), sync=False)
-                for listener in store.flushed_listeners:
-                    listener(bk)
+                store.flushed(bk)
         finally:
             self._inflight.discard(bk)
             # Premature (III-A.3): picked, or needed, only to make room in phase 1.
@@ -262,7 +262,7 @@ class Flusher:
             if ok and forced:
                 store.stats.forced_flush_bytes_total += entry.size
             if ok:
-                store.urgent.discard(bk)
+                store.clear_urgent(bk)
             store.changed()
 
     def _reader(self, segments: tuple[Segment, ...],
@@ -313,15 +313,10 @@ class Flusher:
         inner = self._inner
         assert isinstance(inner, MultipartBackend)
         store = self._store
-        store.flush_creating[entry.bk] += 1  # hidden from listings before its id is known
-        try:
+        with store.creating_backend_upload(entry.bk):  # hidden before its id is known
             upload = await inner.create_multipart_upload(entry.bucket, entry.key,
                                                          meta=_upload_meta(entry))
-        finally:
-            store.flush_creating[entry.bk] -= 1
-            if not store.flush_creating[entry.bk]:
-                del store.flush_creating[entry.bk]
-        store.flush_uploads[upload.upload_id] = entry.bk  # hidden from listings at once
+        store.add_flush_upload(upload.upload_id, entry.bk)  # hidden from listings at once
         try:
             await store.index.commit(Batch().put_flush_upload(
                 upload.upload_id, entry.bucket, entry.key), sync=store.sync)
@@ -387,7 +382,7 @@ class Flusher:
         # O(1) per check: the records' sequence numbers order them (records.Watch).
         watch = store.records.watch(bucket, store.last_seq)
         reported = -1
-        store.drain_requests += 1
+        store.begin_drain()
         store.changed()
         try:
             while True:
@@ -400,5 +395,5 @@ class Flusher:
                     return [q for q in self.quarantine.items(bucket) if q.seq <= watch.seq]
                 await store.wait_change(self._settings.control_interval_s)
         finally:
-            store.drain_requests -= 1
+            store.end_drain()
             store.records.unwatch(watch)

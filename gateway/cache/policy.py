@@ -123,7 +123,7 @@ class WritebackPolicy:
         (the elastic controller grows the next burst's volume by it)."""
         store = self._store
         return (self.phase is not Phase.PHASE2 and not self.deadline_due
-                and not store.drain_requests and store.space.waiters > 0)
+                and not store.draining and store.space.waiters > 0)
 
     def allowed_flushes(self) -> int:
         """How many flushes may be in flight now."""
@@ -131,8 +131,8 @@ class WritebackPolicy:
         full = self._settings.flush_concurrency
         if store.dirty_count == 0:
             return 0
-        if (self.phase is Phase.PHASE2 or self.deadline_due or store.drain_requests
-                or store.space.waiters or store.urgent
+        if (self.phase is Phase.PHASE2 or self.deadline_due or store.draining
+                or store.space.waiters or store.any_urgent
                 or store.dirty_bytes > _ROOM_FRACTION * store.space.capacity):
             return full
         bandwidth = self.bandwidth

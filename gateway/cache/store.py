@@ -1,6 +1,7 @@
 """The record index: the cache's index records mirrored in memory, index commits, dirty
-tracking, read-through fills and key locks. It owns the space manager (``space``:
-volumes, claims, eviction, pins; :mod:`gateway.cache.space`).
+tracking, read-through fills, key locks, the multipart uploads held in the cache and what
+the flusher is asked for. It owns the space manager (``space``: volumes, claims,
+eviction, pins; :mod:`gateway.cache.space`).
 
 Rules that keep memory, RocksDB and the volumes consistent:
 
@@ -17,6 +18,7 @@ Rules that keep memory, RocksDB and the volumes consistent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import threading
 import time
@@ -24,6 +26,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 from backends.core.blocking import run_cache_blocking
 from backends.core.errors import ServiceUnavailable
@@ -38,6 +41,8 @@ from gateway.cache.stats import Stats
 from gateway.cache.volumes import Volume
 
 BK = tuple[str, str]
+
+_NO_PARTS: Mapping[int, Part] = MappingProxyType({})
 
 
 class Fill:
@@ -57,16 +62,20 @@ class CacheStore:
         self.sync = settings.durability == "fsync"
         self.stats = Stats()
         self.keys = KeyLocks()
-        self.uploads: dict[str, Upload] = {}
-        self.parts: dict[str, dict[int, Part]] = {}
-        self.drain_requests = 0
-        self.urgent: set[BK] = set()
+        #: the multipart uploads held in the cache, and their cached parts by number
+        self._uploads: dict[str, Upload] = {}
+        self._parts: dict[str, dict[int, Part]] = {}
+        #: drains in progress (flush at full speed while there is one)
+        self._drains = 0
+        #: keys to flush before the others
+        self._urgent: set[BK] = set()
         #: called with each key whose record a flush made clean (or removed, a deletion)
-        self.flushed_listeners: list[Callable[[BK], None]] = []
-        #: backend multipart uploads opened by the flusher: upload id -> (bucket, key)
-        self.flush_uploads: dict[str, BK] = {}
-        #: keys whose flusher upload is being created (its id is not known yet)
-        self.flush_creating: Counter[BK] = Counter()
+        self._flushed_listeners: list[Callable[[BK], None]] = []
+        #: backend multipart uploads the cache opened and hides from listings (the
+        #: flusher's, and orphans of cached uploads): upload id -> (bucket, key)
+        self._flush_uploads: dict[str, BK] = {}
+        #: keys whose backend upload is being created (its id is not known yet)
+        self._creating: Counter[BK] = Counter()
         self._index_path = index_path
         #: keys whose last index write was unsynced -> the number of that write
         self._unsynced: dict[BK, int] = {}
@@ -95,7 +104,7 @@ class CacheStore:
         self._index = await run_cache_blocking(Index, self._index_path)
         contents = await run_cache_blocking(self._index.load)
         self._seq = contents.seq
-        self.flush_uploads = dict(contents.flush_uploads)
+        self._flush_uploads = dict(contents.flush_uploads)
         drop = Batch()
         # Inline segments have no file to check: their bytes came with the record. One
         # charged to a volume that is gone is charged to the roomiest volume instead.
@@ -135,8 +144,8 @@ class CacheStore:
                     part = replace(part, segment=seg)
                     drop.put_part(upload.upload_id, part)
                 present.append(part)
-            self.uploads[upload.upload_id] = upload
-            self.parts[upload.upload_id] = {p.part_number: p for p in present}
+            self._uploads[upload.upload_id] = upload
+            self._parts[upload.upload_id] = {p.part_number: p for p in present}
         for upload_id, parts in contents.parts.items():  # parts of vanished uploads
             drop.delete_upload(upload_id, [p.part_number for p in parts])
         if drop.deletes or drop.puts:
@@ -147,7 +156,7 @@ class CacheStore:
     def _all_segments(self) -> Iterable[Segment]:
         for entry in self._records.values():
             yield from entry.segments
-        for parts in self.parts.values():
+        for parts in self._parts.values():
             for part in parts.values():
                 yield part.segment
 
@@ -318,6 +327,123 @@ class CacheStore:
         with self._lock:
             return self._records.oldest_dirty_since()
 
+    # -- multipart uploads held in the cache -------------------------------------------
+    # Their records are written to the index by the callers first (under the upload's
+    # key lock); these change memory only.
+    def upload(self, upload_id: str) -> Upload | None:
+        """The cached upload ``upload_id``, None if it is not held here."""
+        return self._uploads.get(upload_id)
+
+    def uploads_in(self, bucket: str | None = None, prefix: str = "") -> list[Upload]:
+        """The cached uploads (of ``bucket``, keys starting with ``prefix``), as they are
+        now."""
+        return [u for u in self._uploads.values()
+                if (bucket is None or u.bucket == bucket) and u.key.startswith(prefix)]
+
+    def add_upload(self, upload: Upload) -> None:
+        """Hold a new upload, with no part yet."""
+        self._uploads[upload.upload_id] = upload
+        self._parts[upload.upload_id] = {}
+
+    def update_upload(self, upload: Upload) -> None:
+        """Replace the record of a held upload."""
+        self._uploads[upload.upload_id] = upload
+
+    def drop_upload(self, upload_id: str) -> dict[int, Part]:
+        """Forget a held upload; returns its cached parts (the caller discards their
+        files)."""
+        del self._uploads[upload_id]
+        return self._parts.pop(upload_id)
+
+    def parts_of(self, upload_id: str) -> Mapping[int, Part]:
+        """The cached parts of an upload by number (live: copy before awaiting); empty
+        for an upload not held."""
+        return self._parts.get(upload_id, _NO_PARTS)
+
+    def record_part(self, upload_id: str, part: Part) -> Part | None:
+        """Hold ``part`` of a held upload; returns the part of that number it replaces."""
+        parts = self._parts[upload_id]
+        old = parts.get(part.part_number)
+        parts[part.part_number] = part
+        return old
+
+    def forget_part(self, upload_id: str, part_number: int) -> Part | None:
+        """Forget a cached part (moved to the backend upload); returns it."""
+        return self._parts[upload_id].pop(part_number, None)
+
+    # -- backend uploads the cache opened (hidden from listings) -----------------------
+    def add_flush_upload(self, upload_id: str, bk: BK) -> None:
+        """A backend upload of ``bk`` that the cache opened (a flush's, or an orphan to
+        abort): listings hide it until :meth:`drop_flush_upload`."""
+        self._flush_uploads[upload_id] = bk
+
+    def drop_flush_upload(self, upload_id: str) -> None:
+        self._flush_uploads.pop(upload_id, None)
+
+    def is_flush_upload(self, upload_id: str) -> bool:
+        return upload_id in self._flush_uploads
+
+    def flush_uploads(self) -> list[tuple[str, BK]]:
+        """Every backend upload the cache opened: (upload id, (bucket, key)), now."""
+        return list(self._flush_uploads.items())
+
+    @contextlib.contextmanager
+    def creating_backend_upload(self, bk: BK) -> Iterator[None]:
+        """While the block creates a backend upload of ``bk`` (its id is not known yet),
+        listings hide the backend's uploads of the key."""
+        creating = self._creating
+        creating[bk] += 1
+        try:
+            yield
+        finally:
+            creating[bk] -= 1
+            if not creating[bk]:
+                del creating[bk]
+
+    def creating_upload(self, bk: BK) -> bool:
+        """Whether a backend upload of ``bk`` is being created."""
+        return bk in self._creating
+
+    def keys_creating_uploads(self, bucket: str) -> list[str]:
+        """The keys of ``bucket`` whose backend upload is being created, now."""
+        return [k for b, k in self._creating if b == bucket]
+
+    # -- what the flusher is asked for -------------------------------------------------
+    def make_urgent(self, *bks: BK) -> None:
+        """Flush these keys before the others (the caller wakes the flusher)."""
+        self._urgent.update(bks)
+
+    def clear_urgent(self, bk: BK) -> None:
+        self._urgent.discard(bk)
+
+    def urgent_keys(self) -> list[BK]:
+        """The keys to flush first, now."""
+        return list(self._urgent)
+
+    @property
+    def any_urgent(self) -> bool:
+        return bool(self._urgent)
+
+    def begin_drain(self) -> None:
+        """A drain starts: flush at full speed until its :meth:`end_drain`."""
+        self._drains += 1
+
+    def end_drain(self) -> None:
+        self._drains -= 1
+
+    @property
+    def draining(self) -> bool:
+        return self._drains > 0
+
+    def on_flushed(self, listener: Callable[[BK], None]) -> None:
+        """Call ``listener(bk)`` each time a flush makes a record clean (or removes it)."""
+        self._flushed_listeners.append(listener)
+
+    def flushed(self, bk: BK) -> None:
+        """A flush made the record of ``bk`` clean (or removed it): tell the listeners."""
+        for listener in self._flushed_listeners:
+            listener(bk)
+
     # -- read-through fills ------------------------------------------------------------
     def register_fill(self, bk: BK) -> Fill:
         fill = Fill()
@@ -339,7 +465,7 @@ class CacheStore:
     def unflushed_on(self, vol_id: str) -> bool:
         """Whether an unflushed record or a multipart part has data on ``vol_id``."""
         return self.dirty_on(vol_id) or any(
-            p.segment.volume == vol_id for parts in self.parts.values()
+            p.segment.volume == vol_id for parts in self._parts.values()
             for p in parts.values())
 
     def dirty_on(self, vol_id: str) -> bool:

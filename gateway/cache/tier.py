@@ -284,7 +284,7 @@ class CacheTier:
             "evictions": stats.evictions,
             "read_copies_total": stats.read_copies_total,
             "slowdowns": stats.slowdowns_total,
-            "uploads": len(store.uploads),
+            "uploads": len(store.uploads_in()),
             "cache_mode": "elastic" if self._elastic_settings is not None else "static",
             "cache_volumes": self.volume_status(),
             "cache_volumes_attached": len(store.space.volumes),
@@ -390,7 +390,7 @@ class CacheTier:
                 store.stats.slowdowns_total += 1
                 raise SlowDown("waiting for an earlier version to reach the backend",
                                retry_after=1)
-            store.urgent.add(bk)
+            store.make_urgent(bk)
             store.changed()
             await store.wait_change(min(remaining, self._settings.control_interval_s))
 
@@ -438,7 +438,7 @@ class CacheTier:
         store = self._store
         if store.records.has_live_dirty(bucket):
             raise BucketNotEmpty(bucket)
-        mine = [u for u in list(store.uploads.values()) if u.bucket == bucket]
+        mine = store.uploads_in(bucket)
         if mine:
             # Uploads in progress go with a bucket that has no objects, as on S3; the
             # backend aborts its own in its delete_bucket.

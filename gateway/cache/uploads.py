@@ -73,7 +73,7 @@ class CachedUploads:
 
     def _mine(self, bucket: str, key: str, upload_id: str) -> Upload | None:
         """The cached upload, None if it is the backend's; NoSuchUpload if nobody's."""
-        upload = self._store.uploads.get(upload_id)
+        upload = self._store.upload(upload_id)
         if upload is not None:
             if (upload.bucket, upload.key) != (bucket, key):
                 raise NoSuchUpload(upload_id)
@@ -97,8 +97,7 @@ class CachedUploads:
 
         async def run() -> None:
             await store.index.commit(Batch().put_upload(upload), sync=store.sync)
-            store.uploads[upload.upload_id] = upload
-            store.parts[upload.upload_id] = {}
+            store.add_upload(upload)
         await self._tier.shielded(run())
         return upload.info()
 
@@ -124,7 +123,7 @@ class CachedUploads:
         await tier.admit(declared)
         with tier.admission.writing(declared):
             past = tier.bypass_cache(declared, part=True,
-                                     parts_cached=bool(store.parts.get(upload_id))) \
+                                     parts_cached=bool(store.parts_of(upload_id))) \
                 or not store.space.volumes
             tier.admission.count(past)
             if past:
@@ -163,15 +162,14 @@ class CachedUploads:
         async def commit() -> PartInfo:
             try:
                 async with store.keys.hold(("upload", upload_id)):
-                    if upload_id not in store.uploads:
+                    if store.upload(upload_id) is None:
                         raise NoSuchUpload(upload_id)
                     batch = Batch().put_part(upload_id, part)
                     on_backend = remote is not None and part_number in remote.of(upload_id)
                     if on_backend:
                         batch.delete_backend_parts(upload_id, [part_number])
                     await store.index.commit(batch, sync=store.sync)
-                    old = store.parts[upload_id].get(part_number)
-                    store.parts[upload_id][part_number] = part
+                    old = store.record_part(upload_id, part)
                     if remote is not None and on_backend:
                         remote.drop(upload_id, part_number)
                     spooled.settle(store)
@@ -232,7 +230,7 @@ class CachedUploads:
 
     def _infos(self, upload_id: str) -> list[PartInfo]:
         """Every part of a cached upload, cached or on the backend (unordered)."""
-        infos = [p.info() for p in self._store.parts.get(upload_id, {}).values()]
+        infos = [p.info() for p in self._store.parts_of(upload_id).values()]
         if self._backend is not None:
             infos.extend(p.info() for p in self._backend.of(upload_id).values())
         return infos
@@ -240,7 +238,7 @@ class CachedUploads:
     def _removal(self, upload: Upload) -> Batch:
         """The index changes removing ``upload`` and all its part records."""
         upload_id = upload.upload_id
-        batch = Batch().delete_upload(upload_id, list(self._store.parts[upload_id]))
+        batch = Batch().delete_upload(upload_id, list(self._store.parts_of(upload_id)))
         if self._backend is not None:
             batch.delete_backend_parts(upload_id, list(self._backend.of(upload_id)))
         return batch
@@ -248,10 +246,9 @@ class CachedUploads:
     def _forget(self, upload: Upload) -> dict[int, Part]:
         """Forget ``upload`` (its removal is written); returns its cached parts, whose
         files the caller discards."""
-        del self._store.uploads[upload.upload_id]
         if self._backend is not None:
             self._backend.forget(upload.upload_id, upload.backend_upload_id)
-        return self._store.parts.pop(upload.upload_id)
+        return self._store.drop_upload(upload.upload_id)
 
     async def complete(self, bucket: str, key: str, upload_id: str,
                        requested: Sequence[CompletedPart], if_match: str | None,
@@ -276,12 +273,12 @@ class CachedUploads:
 
         async def run() -> ObjectInfo:
             async with store.keys.hold(("upload", upload_id)):
-                current = store.uploads.get(upload_id)
+                current = store.upload(upload_id)
                 if current is None:
                     raise NoSuchUpload(upload_id)
                 chosen = check_completion(requested, self._infos(upload_id),
                                           min_part_size=self._min_part_size)
-                parts = store.parts[upload_id]
+                parts = store.parts_of(upload_id)
                 if any(p.part_number not in parts for p in chosen):
                     assert self._backend is not None
                     info = await self._backend.complete(current, chosen, if_match,
@@ -303,7 +300,7 @@ class CachedUploads:
         orphan = upload.backend_upload_id
         async with store.keys.hold(bk):
             await tier.check_preconditions(bk, if_match, if_none_match)
-            parts = store.parts[upload.upload_id]
+            parts = store.parts_of(upload.upload_id)
             segments = tuple(parts[p.part_number].segment for p in chosen)
             now = store.now()
             entry = Entry(bucket=upload.bucket, key=upload.key, state=EntryState.DIRTY,
@@ -316,7 +313,7 @@ class CachedUploads:
                 batch.put_flush_upload(orphan, *bk)
             await store.commit(bk, entry, sync=store.sync, batch=batch)
             if orphan is not None:
-                store.flush_uploads[orphan] = bk
+                store.add_flush_upload(orphan, bk)
             leftover = self._forget(upload)
             await store.space.discard([p.segment for p in leftover.values()
                                  if p.segment not in segments])
@@ -336,7 +333,7 @@ class CachedUploads:
 
         async def run() -> None:
             async with store.keys.hold(("upload", upload_id)):
-                current = store.uploads.get(upload_id)
+                current = store.upload(upload_id)
                 if current is None:
                     raise NoSuchUpload(upload_id)
                 bk = (bucket, key)
@@ -346,7 +343,7 @@ class CachedUploads:
                     batch.put_flush_upload(orphan, bucket, key)
                 await store.index.commit(batch, sync=store.sync)
                 if orphan is not None:
-                    store.flush_uploads[orphan] = bk
+                    store.add_flush_upload(orphan, bk)
                 parts = self._forget(current)
                 await store.space.discard([p.segment for p in parts.values()])
             if orphan is not None and self._backend is not None:
@@ -356,8 +353,7 @@ class CachedUploads:
     async def iter_uploads(self, bucket: str, prefix: str) -> AsyncIterator[UploadInfo]:
         await self._ready()
         mine = sorted(((u.key, u.initiated, u.upload_id), u.info())
-                      for u in list(self._store.uploads.values())
-                      if u.bucket == bucket and u.key.startswith(prefix))
+                      for u in self._store.uploads_in(bucket, prefix))
         native = self._native()
         inner: AsyncIterator[UploadInfo] = (
             native.iter_multipart_uploads(bucket, prefix=prefix) if native is not None
@@ -367,11 +363,11 @@ class CachedUploads:
                                        lambda u: (u.key, u.initiated, u.upload_id)):
             # Backend uploads of the flusher and of cached uploads are hidden (by key
             # while being created).
-            if info.upload_id in store.flush_uploads or (
+            if store.is_flush_upload(info.upload_id) or (
                     remote is not None and remote.hides(info.upload_id)):
                 continue
-            if info.upload_id in store.uploads \
-                    or (info.bucket, info.key) not in store.flush_creating:
+            if store.upload(info.upload_id) is not None \
+                    or not store.creating_upload((info.bucket, info.key)):
                 yield info
 
 

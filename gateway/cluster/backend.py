@@ -33,18 +33,16 @@ from backends.core.base import (
     CompletedPart,
     CopyingBackend,
     DescribedBody,
-    MultipartBackend,
     ObjectInfo,
     ObjectMeta,
     ObjectStream,
-    PartInfo,
     RangeRequest,
     UploadInfo,
     bare,
 )
+from backends.core.delegating import DelegatingCopying, DelegatingMultipart
 from backends.core.errors import (
     BucketNotEmpty,
-    NotImplementedByBackend,
     PreconditionFailed,
     ServiceUnavailable,
     SlowDown,
@@ -78,14 +76,15 @@ async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
     return results  # type: ignore[return-value]
 
 
-class ClusterBackend:
-    """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers."""
+class ClusterBackend(DelegatingMultipart, DelegatingCopying):
+    """Backend, MultipartBackend and CopyingBackend over ``local`` and the peers (what
+    needs no peer is forwarded to ``local`` unchanged)."""
 
     def __init__(self, local: Backend, membership: Membership, peers: Peers, *,
                  cache: ClusterView | None = None,
                  replication: Replication | None = None,
                  guard: WriteGuard | None = None) -> None:
-        self._local = local
+        super().__init__(local)
         # mirrored write-back: copies of this node's writes on the next members
         self._replication = replication
         self._cache = cache
@@ -103,7 +102,7 @@ class ClusterBackend:
 
     @property
     def local(self) -> Backend:
-        return self._local
+        return self._inner
 
     def owner_of(self, bucket: str, key: str) -> PeerClient | None:
         """The peer owning ``key``, None if this node does."""
@@ -164,7 +163,7 @@ class ClusterBackend:
         # The cache tier remembers buckets it has seen; a bucket deleted through another
         # member must be looked up again, or a write to it would be acknowledged.
         if bucket not in self._known_buckets:
-            await self._local.head_bucket(bucket)
+            await self._inner.head_bucket(bucket)
             self._known_buckets.add(bucket)
 
     async def _take(self, bucket: str, key: str) -> None:
@@ -198,29 +197,23 @@ class ClusterBackend:
         return await gather_all([call(p) for p in self._peers.others()])
 
     # -- buckets -----------------------------------------------------------------------
-    async def list_buckets(self) -> list[BucketInfo]:
-        return await self._local.list_buckets()
-
     async def create_bucket(self, bucket: str) -> BucketInfo:
-        info = await self._local.create_bucket(bucket)
+        info = await self._inner.create_bucket(bucket)
         self._known_buckets.add(bucket)
         return info
-
-    async def head_bucket(self, bucket: str) -> BucketInfo:
-        return await self._local.head_bucket(bucket)
 
     async def delete_bucket(self, bucket: str) -> None:
         """Refused while the bucket holds objects anywhere (BucketNotEmpty); uploads in
         progress are aborted with it, as on S3. Every member's pending deletions reach
         the backend first."""
-        await self._local.head_bucket(bucket)
+        await self._inner.head_bucket(bucket)
         async with closing(self.iter_objects(bucket)) as listing:
             async for _ in listing:  # checked before any member aborts an upload
                 raise BucketNotEmpty(bucket)
         await self._on_peers(lambda p: p.drain_bucket(bucket))
         if self._cache is not None:
             self._cache.expedite_deletes(bucket)
-        await self._local.delete_bucket(bucket)
+        await self._inner.delete_bucket(bucket)
         self._known_buckets.discard(bucket)
         peers = self._peers.others()
         results = await asyncio.gather(*(p.forget_bucket(bucket) for p in peers),
@@ -243,11 +236,11 @@ class ClusterBackend:
                                           if_none_match=if_none_match)
         await self._check_bucket(bucket)
         async with self._writing(bucket, key):
-            if isinstance(self._local, CacheTier):
-                return await self._local.put_object(
+            if isinstance(self._inner, CacheTier):
+                return await self._inner.put_object(
                     bucket, key, body, meta=meta, content_md5=content_md5,
                     if_match=if_match, if_none_match=if_none_match, size_hint=size_hint)
-            return await self._local.put_object(bucket, key, body, meta=meta,
+            return await self._inner.put_object(bucket, key, body, meta=meta,
                                                 content_md5=content_md5, if_match=if_match,
                                                 if_none_match=if_none_match)
 
@@ -262,17 +255,17 @@ class ClusterBackend:
                     raise
                 log.warning("reading %s/%r from the shared backend: its owner is down",
                             bucket, key)
-                shared = self._local.inner if isinstance(self._local, CacheTier) else self._local
+                shared = self._inner.inner if isinstance(self._inner, CacheTier) else self._inner
                 return await shared.get_object(bucket, key, byte_range=byte_range)
         await self._take(bucket, key)
-        return await self._local.get_object(bucket, key, byte_range=byte_range)
+        return await self._inner.get_object(bucket, key, byte_range=byte_range)
 
     async def head_object(self, bucket: str, key: str) -> ObjectInfo:
         owner = self.owner_of(bucket, key)
         if owner is not None:
             return await owner.head_object(bucket, key)
         await self._take(bucket, key)
-        return await self._local.head_object(bucket, key)
+        return await self._inner.head_object(bucket, key)
 
     async def delete_object(self, bucket: str, key: str) -> None:
         owner = self.owner_of(bucket, key)
@@ -282,7 +275,7 @@ class ClusterBackend:
             return
         await self._check_bucket(bucket)
         async with self._writing(bucket, key):
-            await self._local.delete_object(bucket, key)
+            await self._inner.delete_object(bucket, key)
 
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
         owner = self.owner_of(bucket, key)
@@ -290,7 +283,7 @@ class ClusterBackend:
             self._wrote_remotely()
             return await owner.replace_metadata(bucket, key, meta)
         async with self._writing(bucket, key):
-            return await self._local.replace_metadata(bucket, key, meta)
+            return await self._inner.replace_metadata(bucket, key, meta)
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str,
                           dst_key: str, *, meta: ObjectMeta,
@@ -299,11 +292,11 @@ class ClusterBackend:
         from its owner (through this node) into the destination's owner."""
         view = self._membership.view
         if view.owns(src_bucket, src_key) and view.owns(dst_bucket, dst_key) \
-                and isinstance(self._local, CopyingBackend):
+                and isinstance(self._inner, CopyingBackend):
             await self._check_bucket(dst_bucket)
             await self._take(src_bucket, src_key)
             async with self._writing(dst_bucket, dst_key):
-                return await self._local.copy_object(src_bucket, src_key, dst_bucket,
+                return await self._inner.copy_object(src_bucket, src_key, dst_bucket,
                                                      dst_key, meta=meta, src_etag=src_etag)
         async with await self.get_object(src_bucket, src_key) as stream:
             if src_etag is not None and stream.info.etag != src_etag.strip('"'):
@@ -317,7 +310,7 @@ class ClusterBackend:
         unflushed records, which are fetched *before* the backend is read: a record
         flushed in between is then found in the backend."""
         overlay = await self._peer_overlay(bucket, prefix, start_after)
-        inner = self._local.iter_objects(bucket, prefix=prefix, start_after=start_after)
+        inner = self._inner.iter_objects(bucket, prefix=prefix, start_after=start_after)
         async for info in merge_sorted(overlay, inner, lambda i: i.key):
             yield info
 
@@ -372,24 +365,10 @@ class ClusterBackend:
                        retry_after=RETRY_AFTER_S)
 
     # -- multipart (uploads belong to the key's owner; requests are forwarded there) ----
-    def _multipart(self) -> MultipartBackend:
-        if not isinstance(self._local, MultipartBackend):
-            raise NotImplementedByBackend("This backend does not support multipart uploads.")
-        return self._local
-
     async def create_multipart_upload(self, bucket: str, key: str, *,
                                       meta: ObjectMeta) -> UploadInfo:
         await self._check_bucket(bucket)
         return await self._multipart().create_multipart_upload(bucket, key, meta=meta)
-
-    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                          body: DescribedBody, *,
-                          content_md5: bytes | None = None) -> PartInfo:
-        return await self._multipart().upload_part(bucket, key, upload_id, part_number, body,
-                                                   content_md5=content_md5)
-
-    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[PartInfo]:
-        return await self._multipart().list_parts(bucket, key, upload_id)
 
     async def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
                                         parts: Sequence[CompletedPart], *,
@@ -400,9 +379,6 @@ class ClusterBackend:
             return await self._multipart().complete_multipart_upload(
                 bucket, key, upload_id, parts, if_match=if_match,
                 if_none_match=if_none_match)
-
-    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
-        await self._multipart().abort_multipart_upload(bucket, key, upload_id)
 
     async def iter_multipart_uploads(self, bucket: str, *,
                                      prefix: str = "") -> AsyncIterator[UploadInfo]:
@@ -421,6 +397,3 @@ class ClusterBackend:
                                                 and info.upload_id not in cached):
                 continue
             yield info
-
-    async def aclose(self) -> None:
-        await self._local.aclose()

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator
 from backends.core.base import Backend, ObjectInfo, bare
 from backends.core.errors import NoSuchKey, SlowDown, StorageError
 from backends.core.streams import body_of
-from gateway.background import BackgroundLoop
+from gateway.background import PeriodicTask
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster.coordinator.membership import EtcdMembership
@@ -63,8 +63,13 @@ class Replication:
         self._flushed: set[BK] = set()  # keys a flush made clean since the last drops
         self._under: set[BK] = set()  # dirty keys whose only copy is this member's
         cache.on_flushed(self._was_flushed)
-        self._drops = BackgroundLoop(self._drop_loop, "cluster-mirror-drops")
-        self._adoptions = BackgroundLoop(self._adopt_loop, "cluster-mirror-adopt")
+        self._drops = PeriodicTask(
+            self._drop_flushed, every=DROP_INTERVAL_S, wait_first=True,
+            name="cluster-mirror-drops", log=log,
+            failed="telling mirrors about flushed keys (retried)")
+        self._adoptions = PeriodicTask(self._adopt_owned, every=ADOPT_INTERVAL_S,
+                                       wait_first=True, name="cluster-mirror-adopt", log=log,
+                                       failed="taking keys over")
 
     @property
     def _name(self) -> str:
@@ -283,25 +288,24 @@ class Replication:
             return
         await self._local.put_object(bucket, key, bare(body), meta=info.meta)
 
-    async def _adopt_loop(self) -> None:
-        while True:
-            await asyncio.sleep(ADOPT_INTERVAL_S)
-            membership = self.membership
-            if not membership.serving():
+    async def _adopt_owned(self) -> None:
+        """One round: take over the keys this member owns now whose copies it holds."""
+        membership = self.membership
+        if not membership.serving():
+            return
+        for bucket, key in list(self.store.records):
+            record = self.store.records.get((bucket, key))
+            if record is None or not membership.view.owns(bucket, key) \
+                    or record.owner == self._name \
+                    or not membership.owned_since_settled(bucket, key):
                 continue
-            for bucket, key in list(self.store.records):
-                record = self.store.records.get((bucket, key))
-                if record is None or not membership.view.owns(bucket, key) \
-                        or record.owner == self._name \
-                        or not membership.owned_since_settled(bucket, key):
-                    continue
-                try:
-                    await self.adopt(bucket, key)
-                except Exception as exc:  # noqa: BLE001 - retried at the next round
-                    log.warning("taking %s/%r over failed: %r", bucket, key, exc)
-            if not self._under and membership.holding:
-                with contextlib.suppress(StorageError):
-                    await membership.unhold()
+            try:
+                await self.adopt(bucket, key)
+            except Exception as exc:  # noqa: BLE001 - retried at the next round
+                log.warning("taking %s/%r over failed: %r", bucket, key, exc)
+        if not self._under and membership.holding:
+            with contextlib.suppress(StorageError):
+                await membership.unhold()
 
     def unadopted(self, bucket: str, prefix: str = "", after: str = ""
                   ) -> list[tuple[str, ObjectInfo | None]]:
@@ -321,14 +325,6 @@ class Replication:
         return [(r.bucket, r.key, r.epoch, r.seq) for r in self.store.held_for(member)]
 
     # -- flush confirmations -----------------------------------------------------------
-    async def _drop_loop(self) -> None:
-        while True:
-            await asyncio.sleep(DROP_INTERVAL_S)
-            try:
-                await self._drop_flushed()
-            except Exception:
-                log.exception("telling mirrors about flushed keys failed (will retry)")
-
     def _was_flushed(self, bk: BK) -> None:
         self._under.discard(bk)
         if bk in self._pending:

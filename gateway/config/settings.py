@@ -13,8 +13,9 @@ flag, the variable, the keys and the help follow from it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -29,9 +30,16 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from backends.core.unit_types import ByteSize, Duration, Rate, RateOrOff
+from backends.registry import BackendOptions
 from gateway.auth.users import USERS_FILE, check_secret
-from gateway.cache.settings import CacheVolumeSettings
-from gateway.cluster.coordinator.settings import coordinator_settings
+from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
+from gateway.cluster.coordinator.settings import (
+    DEFAULT_LEASE_TTL_S,
+    DEFAULT_PREFIX,
+    MAX_LEASE_TTL_S,
+    MIN_LEASE_TTL_S,
+    coordinator_settings,
+)
 from gateway.cluster.settings import (
     ClusterSettings,
     check_peers,
@@ -40,7 +48,10 @@ from gateway.cluster.settings import (
 )
 from gateway.config.cores import usable_cores
 from gateway.config.sources import ENV_AND_FILE_ONLY, Section, read_settings
+from gateway.lifecycle.rules import DAY
 from gateway.qos.model import QosSettings
+from gateway.qos.shares import ShareLimits
+from gateway.s3api.sigv4 import DEFAULT_REGION
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256
@@ -51,6 +62,14 @@ AUTO_WORKERS = 0
 AUTO_WORKERS_MIN_CORES = 3
 #: ... and at most this many (each divides the cache budget; more with --workers N).
 AUTO_WORKERS_MAX = 8
+
+
+def default_of(component: Any, name: str) -> Any:
+    """The default of the field ``name`` of a component's own settings (a pydantic model
+    or a dataclass): a section repeats none, so each default has one source."""
+    if isinstance(component, type) and issubclass(component, BaseModel):
+        return component.model_fields[name].get_default(call_default_factory=True)
+    return {f.name: f.default for f in dataclasses.fields(component)}[name]
 
 
 def _worker_count(value: object) -> int:
@@ -111,7 +130,7 @@ class ServerSection(Section):
     data_dir: Path = Field(Path("squall-data"), description="data directory")
     domain: str | None = Field(None, description="serve virtual-hosted-style requests for "
                                                  "<bucket>.DOMAIN (default: path style only)")
-    region: str = Field("us-east-1", description="region reported to clients")
+    region: str = Field(DEFAULT_REGION, description="region reported to clients")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="log level")
     access_log: bool = Field(True, description="log one line per request")
@@ -140,12 +159,12 @@ class StorageSection(Section):
     backend: str | None = Field(None, description="KIND:ARGS, e.g. posix:/srv/objects "
                                                   "(default posix:<data-dir>/objects)")
     durability: Literal["fsync", "none"] = Field(
-        "fsync", description="fsync: acknowledge writes once on stable storage; none: skip "
+        default_of(BackendOptions, "durability"), description="fsync: acknowledge writes once on stable storage; none: skip "
                              "fsync (faster, loses recent writes on power loss)")
-    min_part_size: ByteSize = Field(5 * 1024 * 1024, ge=0,
+    min_part_size: ByteSize = Field(default_of(BackendOptions, "min_part_size"), ge=0,
                                     description="minimum multipart part size")
     direct_io: bool = Field(
-        True, description="write the bulk of objects and parts (posix backend, cache "
+        default_of(BackendOptions, "direct_io"), description="write the bulk of objects and parts (posix backend, cache "
                           "files) past the page cache (O_DIRECT) where the file system "
                           "allows it")
     backend_bandwidth: Rate | None = Field(
@@ -186,19 +205,21 @@ class CacheSection(Section):
     cache_volume_bandwidth: Rate | None = Field(
         None, description="elastic: bandwidth cap of a volume (B_c), e.g. 64MB/s "
                           "(default: none)")
-    cache_min_size: ByteSize = Field(1 << 20, gt=0, description="elastic: smallest volume")
+    cache_min_size: ByteSize = Field(default_of(ElasticSettings, "min_size_bytes"), gt=0,
+                                     description="elastic: smallest volume")
     cache_max_size: ByteSize | None = Field(
         None, gt=0, description="elastic: largest volume (default: no limit)")
     max_dirty_age: Duration = Field(
-        300.0, description="age after which dirty data is flushed whatever the phase")
+        default_of(CacheSettings, "max_dirty_age_s"), description="age after which dirty data is flushed whatever the phase")
     utilization_threshold: float = Field(
-        0.3, gt=0, le=1,
+        default_of(CacheSettings, "utilization_threshold"), gt=0, le=1,
         description="UT: phase 2 starts when ingest stays below UT x backend bandwidth")
     inactivity_delay: Duration = Field(
-        30.0, ge=0, description="ID: how long ingest must stay below UT before phase 2")
-    flush_concurrency: int = Field(4, ge=1, description="objects flushed at once")
+        default_of(CacheSettings, "inactivity_delay_s"), ge=0, description="ID: how long ingest must stay below UT before phase 2")
+    flush_concurrency: int = Field(default_of(CacheSettings, "flush_concurrency"), ge=1,
+                                   description="objects flushed at once")
     cache_admission: Literal["auto", "cache"] = Field(
-        "auto", description="auto: writes go past the cache when the backend takes them as "
+        default_of(CacheSettings, "admission"), description="auto: writes go past the cache when the backend takes them as "
                             "fast (docs/cache.md, \"Admission\"); cache: cache every write "
                             "that fits")
 
@@ -220,7 +241,7 @@ class LifecycleSection(Section):
     lifecycle_interval: Duration = Field(
         3600.0, gt=0, description="time between two scans enforcing lifecycle rules")
     lifecycle_day_seconds: Duration = Field(
-        86_400.0, gt=0, description="length of a lifecycle day (as S3); a shorter day is a "
+        DAY, gt=0, description="length of a lifecycle day (as S3); a shorter day is a "
                                     "testing aid that makes Days rules act sooner")
 
 
@@ -250,10 +271,10 @@ class ClusterSection(Section):
                           "TLS): members register under a lease and the ring follows the "
                           "live registrations (docs/cluster.md)")
     coordinator_prefix: str = Field(
-        "/squall/", description="prefix of every key this cluster keeps in etcd (clusters "
+        DEFAULT_PREFIX, description="prefix of every key this cluster keeps in etcd (clusters "
                                 "sharing one etcd use different prefixes)")
     lease_ttl: int = Field(
-        5, ge=2, le=300, description="seconds a member's lease lives without being "
+        DEFAULT_LEASE_TTL_S, ge=MIN_LEASE_TTL_S, le=MAX_LEASE_TTL_S, description="seconds a member's lease lives without being "
                                      "renewed: a member that stops renewing stops serving "
                                      "after 2/3 of it, its keys move after all of it")
     advertise_url: str | None = Field(
@@ -317,14 +338,14 @@ class LimitsSection(Section):
         128 * 1024, description="rate at which body_deadline grows with the declared "
                                 "length (0: a fixed deadline)")
     user_max_requests: int = Field(
-        64, ge=0, description="requests in flight per user and process that are always "
+        default_of(ShareLimits, "max_requests"), ge=0, description="requests in flight per user and process that are always "
                               "admitted; beyond: admitted only while the process keeps "
                               "as many free, else 503 SlowDown")
     user_max_rate: float = Field(
-        0.0, ge=0, description="requests per second per user and process (0: no limit); "
+        default_of(ShareLimits, "max_rate"), ge=0, description="requests per second per user and process (0: no limit); "
                                "more: 503 SlowDown")
     user_max_bandwidth: RateOrOff = Field(
-        0.0, description="body bytes per second per user and process, uploads and "
+        default_of(ShareLimits, "max_bandwidth"), description="body bytes per second per user and process, uploads and "
                          "downloads (0: no limit); more: 503 SlowDown")
 
 

@@ -15,7 +15,6 @@ affected by that trimming.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import logging
 import time
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.background import BackgroundLoop
+from gateway.background import PeriodicTask
 from gateway.cost import model
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,8 @@ class CostMeter:
         self._first: float | None = None
         self._last: MeterPoint | None = None
         self._cache_gb_s = 0.0  # integral of M(x) dx so far, in GB*s
-        self._loop = BackgroundLoop(self._run, "squall-cost-meter")
+        self._loop = PeriodicTask(self._safe_sample, every=lambda: self.interval_s,
+                                  name="squall-cost-meter")
         #: per bucket, the integral of its QoS class's reserved bandwidth in MB (the
         #: QoS controller's ``reserved_mb``); None: no QoS classes are billed
         self.qos_reserved_mb: Callable[[], Mapping[str, float]] | None = None
@@ -162,11 +162,6 @@ class CostMeter:
         if self._loop.running:
             await self._loop.stop()
             self._safe_sample()
-
-    async def _run(self) -> None:
-        while True:
-            self._safe_sample()
-            await asyncio.sleep(self.interval_s)
 
     def _safe_sample(self) -> None:
         try:

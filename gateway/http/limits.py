@@ -26,25 +26,24 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, ClassVar
 
 import httptools
 from uvicorn.protocols.http.flow_control import FlowControl
 
+from backends.core.errors import SlowDown
 from gateway.http.pace import BodyPace, PaceLimits, StallMeter, Verdict
 from gateway.http.zerocopy import ZeroCopyHttpProtocol
-from gateway.protocol.xml import document, el
+from gateway.protocol.errors import (
+    BadRequest,
+    RequestHeaderSectionTooLarge,
+    RequestTimeout,
+    s3_error_for,
+)
+from gateway.protocol.responses import XML_TYPE, error_document, error_headers
 
-#: S3's answers (code, status, message); messages as S3 words them
-REQUEST_TIMEOUT = ("RequestTimeout", 400,
-                   ("Your socket connection to the server was not read from or written to "
-                    "within the timeout period. Idle connections will be closed."))
-HEADERS_TOO_LARGE = ("RequestHeaderSectionTooLarge", 400,
-                     "Your request header section exceeds the maximum allowed size.")
-BAD_REQUEST = ("BadRequest", 400, "An error occurred when parsing the HTTP request.")
-SLOW_DOWN = ("SlowDown", 503, "Please reduce your request rate.")
-SLOW_DOWN_RETRY_AFTER_S = 1
 #: request targets that are never refused for ``max_requests`` (liveness probes)
 HEALTH_PATH = b"/_squall/health"
 ADMIN_PREFIX = b"/_squall/"
@@ -53,18 +52,20 @@ PEER_PREFIX = b"/_squall/peer/"  # members' S3 traffic: limited as S3 requests a
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The protocol's limits (seconds, bytes, counts); ``None`` disables one."""
+    """The protocol's limits (seconds, bytes, counts); ``None`` disables one. Built from
+    the settings (:func:`gateway.http.server.limits_of`), whose limits section holds the
+    defaults."""
 
-    header_timeout_s: float | None = 30.0
-    body_idle_timeout_s: float | None = 60.0
-    max_header_bytes: int = 64 * 1024
-    max_header_count: int = 300
-    max_connections: int | None = 1024
-    max_requests: int | None = 512
+    header_timeout_s: float | None
+    body_idle_timeout_s: float | None
+    max_header_bytes: int
+    max_header_count: int
+    max_connections: int | None
+    max_requests: int | None
+    #: minimum rates and the body deadline (:mod:`gateway.http.pace`)
+    pace: PaceLimits
     #: admin requests admitted beyond ``max_requests`` (health checks: always)
     admin_reserve: int = 64
-    #: minimum rates and the body deadline (:mod:`gateway.http.pace`)
-    pace: PaceLimits = field(default_factory=PaceLimits)
     #: called for each request refused with SlowDown (the ``slowdowns`` counter)
     on_slowdown: Callable[[], None] | None = None
 
@@ -104,25 +105,36 @@ class RequestPhase(enum.Enum):
     DONE = 3  # the request was read entirely
 
 
-def error_bytes(error: tuple[str, int, str], *, close: bool,
-                extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    """A whole HTTP/1.1 response carrying S3 error XML."""
-    code, status, message = error
-    body = document("Error", [el("Code", code), el("Message", message)], namespace=False)
-    reason = "Bad Request" if status == 400 else "Service Unavailable"
-    head = [f"HTTP/1.1 {status} {reason}", "content-type: application/xml",
-            f"content-length: {len(body)}", "server: Squall",
-            *(f"{name}: {value}" for name, value in extra)]
-    if close:
-        head.append("connection: close")
+def error_answer(error: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The status, headers and body of the S3 answer to ``error``, as the one mapping
+    (:mod:`gateway.protocol.errors`) and its renderer (:mod:`gateway.protocol.responses`)
+    make them for the application's answers."""
+    spec, message = s3_error_for(error)
+    body = error_document(spec, message)
+    headers = [("content-type", XML_TYPE), ("content-length", str(len(body))),
+               ("server", "Squall"), *error_headers(error, spec).items()]
+    return spec.status, headers, body
+
+
+def closing_answer(error: BaseException) -> bytes:
+    """A whole HTTP/1.1 response to ``error`` that closes the connection."""
+    status, headers, body = error_answer(error)
+    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+            *(f"{name}: {value}" for name, value in headers), "connection: close"]
     return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
+
+
+#: S3's answers to requests refused here (the messages as S3 words them)
+REQUEST_TIMEOUT = closing_answer(RequestTimeout())
+HEADERS_TOO_LARGE = closing_answer(RequestHeaderSectionTooLarge())
+BAD_REQUEST = closing_answer(BadRequest("An error occurred when parsing the HTTP request."))
 
 
 class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     """The gateway's httptools protocol with :class:`Limits` (``limits`` is set on a
     subclass made by :func:`protocol_class`)."""
 
-    limits = Limits()
+    limits: ClassVar[Limits]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -383,11 +395,11 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         return path.startswith(ADMIN_PREFIX) and not path.startswith(PEER_PREFIX) \
             and len(self.tasks) < limit
 
-    def _refuse(self, error: tuple[str, int, str]) -> None:
-        """Answer ``error`` and close the connection (the request is not served)."""
+    def _refuse(self, answer: bytes) -> None:
+        """Send ``answer`` and close the connection (the request is not served)."""
         self._refused = True
         self._cancel_timer()
-        self.transport.write(error_bytes(error, close=True))
+        self.transport.write(answer)
         self.transport.close()
 
     def _header_size(self) -> int:
@@ -398,16 +410,14 @@ class _Refused(Exception):
     """Stops the parser after a refusal answered from a callback."""
 
 
-_SLOW_DOWN_BODY = error_bytes(SLOW_DOWN, close=False).partition(b"\r\n\r\n")[2]
+_SLOW_DOWN_STATUS, _SLOW_DOWN_TEXT_HEADERS, _SLOW_DOWN_BODY = error_answer(SlowDown())
+_SLOW_DOWN_HEADERS = [(n.encode(), v.encode()) for n, v in _SLOW_DOWN_TEXT_HEADERS]
 
 
 async def _slow_down(scope: Any, receive: Any, send: Any) -> None:
     """The ASGI answer to a request beyond ``max_requests``."""
-    await send({"type": "http.response.start", "status": 503, "headers": [
-        (b"content-type", b"application/xml"),
-        (b"content-length", str(len(_SLOW_DOWN_BODY)).encode()),
-        (b"retry-after", str(SLOW_DOWN_RETRY_AFTER_S).encode()),
-        (b"server", b"Squall")]})
+    await send({"type": "http.response.start", "status": _SLOW_DOWN_STATUS,
+                "headers": list(_SLOW_DOWN_HEADERS)})
     await send({"type": "http.response.body", "body": _SLOW_DOWN_BODY})
 
 

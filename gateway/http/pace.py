@@ -22,12 +22,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class PaceLimits:
-    """Slow-client limits; a rate or deadline of ``None`` turns its rule off."""
+    """Slow-client limits; a rate or deadline of ``None`` turns its rule off (the
+    defaults are the settings' limits section's)."""
 
-    min_rate: float | None = 16 * 1024
-    grace_s: float = 10.0
-    deadline_s: float | None = 300.0
-    deadline_rate: float | None = 128 * 1024
+    min_rate: float | None
+    grace_s: float
+    deadline_s: float | None
+    deadline_rate: float | None
 
     @property
     def enabled(self) -> bool:

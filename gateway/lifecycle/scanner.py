@@ -18,7 +18,6 @@ handled by exactly one process.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -30,7 +29,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from backends.core.base import BucketInfo, ObjectInfo
 from backends.core.errors import NoSuchKey, NoSuchUpload, NoSuchVersion, StorageError
-from gateway.background import BackgroundLoop
+from gateway.background import PeriodicTask
 from gateway.lifecycle.rules import DAY, Rule
 from gateway.protocol.listing import ListPage, UploadPage
 from gateway.versioning import VersioningStatus
@@ -116,7 +115,8 @@ class LifecycleScanner:
         self._clock = clock
         self._metrics = _Metrics(registry)
         self.counts = LifecycleCounts()
-        self._loop = BackgroundLoop(self._run, "lifecycle-scanner")
+        self._loop = PeriodicTask(self._scan_counted, every=interval, wait_first=True,
+                                  name="lifecycle-scanner")
         self._last_scan: tuple[float, float] | None = None  # (started, seconds)
         self._last_error: str | None = None
 
@@ -135,15 +135,13 @@ class LifecycleScanner:
         status["last_error"] = self._last_error
         return status
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.scan()
-            except Exception as exc:  # noqa: BLE001 - retried at the next interval
-                self.counts.errors += 1
-                self._last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("lifecycle scan failed: %s", self._last_error)
+    async def _scan_counted(self) -> None:
+        try:
+            await self.scan()
+        except Exception as exc:  # noqa: BLE001 - retried at the next interval
+            self.counts.errors += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("lifecycle scan failed: %s", self._last_error)
 
     async def scan(self) -> None:
         """One pass over every bucket with enabled rules."""

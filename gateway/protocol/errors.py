@@ -106,6 +106,14 @@ class InternalError(ProtocolError):
     """We encountered an internal error. Please try again."""
 
 
+class RequestTimeout(ProtocolError):
+    """Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."""
+
+
+class RequestHeaderSectionTooLarge(ProtocolError):
+    """Your request header section exceeds the maximum allowed size."""
+
+
 @dataclass(frozen=True, slots=True)
 class S3ErrorSpec:
     code: str
@@ -156,6 +164,9 @@ _TABLE: dict[type[BaseException], S3ErrorSpec] = {
     InvalidTag: S3ErrorSpec("InvalidTag", 400),
     NoSuchTagSet: S3ErrorSpec("NoSuchTagSet", 404),
     InternalError: S3ErrorSpec("InternalError", 500),
+    # refused by the HTTP protocol before the application (gateway.http.limits)
+    RequestTimeout: S3ErrorSpec("RequestTimeout", 400),
+    RequestHeaderSectionTooLarge: S3ErrorSpec("RequestHeaderSectionTooLarge", 400),
 }
 
 _INTERNAL = S3ErrorSpec("InternalError", 500)

@@ -31,6 +31,34 @@ def empty_response(status: int = 200, headers: Mapping[str, str] | None = None) 
     return response
 
 
+def error_document(spec: S3ErrorSpec, message: str, *, resource: str | None = None,
+                   request_id: str | None = None) -> bytes:
+    """The S3 error XML of ``spec`` (:func:`gateway.protocol.errors.s3_error_for`): the
+    one rendering of an error body, for the application's answers and for those the HTTP
+    protocol sends before the application runs (which have no resource or request id)."""
+    parts = [el("Code", spec.code), el("Message", message)]
+    if resource is not None:
+        parts.append(el("Resource", resource))
+    if request_id is not None:
+        parts.append(el("RequestId", request_id))
+    return document("Error", parts, namespace=False)
+
+
+def error_headers(exc: BaseException, spec: S3ErrorSpec) -> dict[str, str]:
+    """The headers an S3 error answer carries besides its body: ``Retry-After`` (the
+    error's own, else 1 s for a 503), ``Allow`` for a 405, and those the error names."""
+    headers = {}
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers["retry-after"] = str(retry_after)
+    elif spec.status == 503:
+        headers["retry-after"] = "1"
+    if spec.status == 405:
+        headers["allow"] = "GET, PUT, HEAD, DELETE, POST"
+    headers.update(getattr(exc, "response_headers", {}))
+    return headers
+
+
 def error_response(spec: S3ErrorSpec, message: str, *, resource: str, request_id: str,
                    head: bool, extra: Mapping[str, str] | None = None) -> Response:
     headers = dict(extra or {})
@@ -40,9 +68,7 @@ def error_response(spec: S3ErrorSpec, message: str, *, resource: str, request_id
         # HEAD responses carry no body; the code travels in a header for debugging.
         headers["x-amz-error-code"] = spec.code
         return empty_response(spec.status, headers)
-    body = document("Error", [el("Code", spec.code), el("Message", message),
-                              el("Resource", resource), el("RequestId", request_id)],
-                    namespace=False)
+    body = error_document(spec, message, resource=resource, request_id=request_id)
     return Response(body, status_code=spec.status, headers=headers, media_type=XML_TYPE)
 
 

@@ -25,7 +25,8 @@ from starlette.requests import Request
 
 from backends.core.errors import StorageError
 from gateway.auth.users import UserDirectory
-from gateway.protocol.errors import s3_error_for
+from gateway.protocol.admin_errors import NoSuchUser, admin_error
+from gateway.protocol.errors import InvalidArgument
 from gateway.qos.controller import QosController
 from gateway.qos.model import QosClass, user_class
 from gateway.service.objects import ObjectService
@@ -35,7 +36,7 @@ SUBJECTS = ("bucket", "user")  # the query parameters naming a class
 
 
 def _invalid(message: str) -> JSONResponse:
-    return JSONResponse({"error": "InvalidArgument", "message": message}, status_code=400)
+    return admin_error(InvalidArgument(message))
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -62,15 +63,12 @@ def register_routes(app: FastAPI, qos: QosController, service: ObjectService,
         (kind, name), = given.items()
         if kind == "user":
             if all(user.name != name for user in users.users()):
-                return JSONResponse({"error": "NoSuchUser",
-                                     "message": f"no user is named {name!r}"}, status_code=404)
+                return admin_error(NoSuchUser(f"no user is named {name!r}"))
             return user_class(name)
         try:
             await service.head_bucket(name)
         except StorageError as exc:
-            spec, message = s3_error_for(exc)
-            return JSONResponse({"error": spec.code, "message": message},
-                                status_code=spec.status)
+            return admin_error(exc)
         return name
 
     @app.get("/_squall/qos")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gateway.background import BackgroundLoop
+from gateway.background import PeriodicTask
 from gateway.qos.demand import IDLE, DemandMeter, Use, sample
 from gateway.qos.gate import ClassGate
 from gateway.qos.gears import GearState, Tuning
@@ -48,7 +48,8 @@ class QosController:
         self.utilization = 0.0
         #: per class: admitted and demanded bytes/s and ops/s, flush bytes/s admitted
         self._used: dict[str, Use] = {}
-        self._loop = BackgroundLoop(self._run, "squall-qos")
+        self._loop = PeriodicTask(self._step, every=lambda: self.settings.interval,
+                                  name="squall-qos", log=log, failed="qos: tuning step")
         self._apply()
 
     # -- classes -----------------------------------------------------------------------
@@ -166,14 +167,9 @@ class QosController:
     async def stop(self) -> None:
         await self._loop.stop()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.reload()
-                self.tick(self._clock())
-            except Exception:  # a bad file or probe must not stop tuning or the gateway
-                log.exception("qos: tuning step failed")
-            await asyncio.sleep(self.settings.interval)
+    async def _step(self) -> None:
+        await self.reload()
+        self.tick(self._clock())
 
     # -- output ------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from gateway.protocol.errors import (
     is_internal,
     s3_error_for,
 )
-from gateway.protocol.responses import error_response
+from gateway.protocol.responses import error_headers, error_response
 from gateway.protocol.targets import Target, parse_target
 from gateway.qos.gate import ClassGate, request_bytes
 from gateway.qos.model import user_class
@@ -45,7 +45,13 @@ from gateway.s3api.handlers import (
 )
 from gateway.s3api.routing import route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
-from gateway.s3api.sigv4 import AuthContext, PayloadMode, authenticate, parse_payload_mode
+from gateway.s3api.sigv4 import (
+    DEFAULT_REGION,
+    AuthContext,
+    PayloadMode,
+    authenticate,
+    parse_payload_mode,
+)
 from gateway.service.objects import ObjectService
 
 log = logging.getLogger("squall.s3")
@@ -104,7 +110,7 @@ class S3Endpoint:
     def __init__(self, service: ObjectService, *, secret_for: Callable[[str], str | None],
                  domain: str | None, metrics: Metrics,
                  user_for: Callable[[str], User | None] | None = None, sigv2: bool = True,
-                 region: str = "us-east-1",
+                 region: str = DEFAULT_REGION,
                  qos_gates: Mapping[str, ClassGate] | None = None,
                  users: UserDirectory | None = None,
                  new_buckets: NewBucketDefaults = S3_DEFAULTS,
@@ -290,14 +296,6 @@ class S3Endpoint:
                     "request %s (%s %s) answered %s: %s", request_id, operation, resource,
                     spec.code, exc.message or type(exc).__name__)
         self._metrics.record_error(operation, resource, spec.code, spec.status)
-        extra = {}
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            extra["retry-after"] = str(retry_after)
-        elif spec.status == 503:
-            extra["retry-after"] = "1"
-        if spec.status == 405:
-            extra["allow"] = "GET, PUT, HEAD, DELETE, POST"
-        extra.update(getattr(exc, "response_headers", {}))
         return error_response(spec, message, resource=resource, request_id=request_id,
-                              head=request.method == "HEAD", extra=extra), spec.code
+                              head=request.method == "HEAD",
+                              extra=error_headers(exc, spec)), spec.code

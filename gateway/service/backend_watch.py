@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.core.base import ProbedBackend
-from gateway.background import BackgroundLoop
+from gateway.background import PeriodicTask
 
 log = logging.getLogger("squall.backend")
 
@@ -29,9 +29,8 @@ class BackendWatch:
 
     def __init__(self, store: ProbedBackend, *, interval_s: float) -> None:
         self._store = store
-        self._interval_s = interval_s
         self._timeout_s = probe_timeout(interval_s)
-        self._loop = BackgroundLoop(self._run, "backend-watch")
+        self._loop = PeriodicTask(self.check, every=interval_s, name="backend-watch")
         #: why the store cannot be reached, or None while it answers (or is not probed yet)
         self.problem: str | None = None
         #: called with ``reachable`` at each change of state
@@ -70,8 +69,3 @@ class BackendWatch:
         if self.problem is not None:
             out["reason"] = self.problem
         return out
-
-    async def _run(self) -> None:
-        while True:
-            await self.check()
-            await asyncio.sleep(self._interval_s)

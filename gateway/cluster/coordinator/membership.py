@@ -224,8 +224,7 @@ class EtcdMembership:
         revision = await self._first_read()
         await self._register()
         self._loops = [BackgroundLoop(lambda: self._watch(revision), "cluster-etcd-watch"),
-                       BackgroundLoop(lambda: self.session.keep_alive(self._lost),
-                                      "cluster-etcd-lease")]
+                       self.session.keep_alive(self._lost)]
         for loop in self._loops:
             loop.start()
         deadline = time.monotonic() + 2 * self.settings.lease_ttl_s + 5

@@ -14,11 +14,11 @@ moves expiry later. See docs/cluster.md, "Fencing".
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from gateway.background import PeriodicTask
 from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClient
 
 log = logging.getLogger("squall.cluster")
@@ -40,6 +40,7 @@ class Session:
         self._clock = clock
         self.lease: int | None = None
         self._valid_until = 0.0
+        self._fenced = False  # told the log that it stopped serving for want of etcd
 
     @property
     def interval_s(self) -> float:
@@ -84,39 +85,39 @@ class Session:
             raise LeaseLost(f"etcd lease {lease:x} of this member has expired")
         return ttl
 
-    async def keep_alive(self, on_lost: Callable[[], Awaitable[None]]) -> None:
-        """Renew the lease until cancelled; ``on_lost()`` once etcd says it is gone
-        (and again for each lease that follows, if it is lost in turn)."""
-        fenced = False
-        while True:
-            await asyncio.sleep(self.interval_s)
-            lease = self.lease
-            if lease is None:
-                continue
-            sent = self._clock()
-            try:
-                ttl = await self._keepalive(lease)
-            except LeaseLost:
-                if self.lease == lease:
-                    log.error("this member's etcd lease has expired: it stops serving and "
-                              "joins again")
-                    self.lease = None
-                    await on_lost()
-                continue
-            except CoordinatorUnavailable as exc:
-                if not self.serving() and not fenced:
-                    fenced = True
-                    log.error("this member cannot renew its etcd lease (%s): it stops "
-                              "serving until it can", exc)
-                continue
-            except Exception:
-                log.exception("renewing this member's etcd lease failed")
-                continue
+    def keep_alive(self, on_lost: Callable[[], Awaitable[None]]) -> PeriodicTask:
+        """A task renewing the lease every :attr:`interval_s` from its start to its stop;
+        ``on_lost()`` once etcd says the lease is gone (and again for each lease that
+        follows, if it is lost in turn)."""
+        return PeriodicTask(lambda: self._renew(on_lost), every=lambda: self.interval_s,
+                            wait_first=True, name="cluster-etcd-lease", log=log,
+                            failed="renewing this member's etcd lease")
+
+    async def _renew(self, on_lost: Callable[[], Awaitable[None]]) -> None:
+        lease = self.lease
+        if lease is None:
+            return
+        sent = self._clock()
+        try:
+            ttl = await self._keepalive(lease)
+        except LeaseLost:
             if self.lease == lease:
-                self._renewed(sent, ttl)
-                if fenced:
-                    fenced = False
-                    log.warning("this member renewed its etcd lease again")
+                log.error("this member's etcd lease has expired: it stops serving and "
+                          "joins again")
+                self.lease = None
+                await on_lost()
+            return
+        except CoordinatorUnavailable as exc:
+            if not self.serving() and not self._fenced:
+                self._fenced = True
+                log.error("this member cannot renew its etcd lease (%s): it stops "
+                          "serving until it can", exc)
+            return
+        if self.lease == lease:
+            self._renewed(sent, ttl)
+            if self._fenced:
+                self._fenced = False
+                log.warning("this member renewed its etcd lease again")
 
     async def revoke(self) -> None:
         """End the lease now (leaving the cluster): etcd deletes what is attached to it."""

@@ -11,6 +11,9 @@ from pathlib import Path
 SCHEMES = ("etcd", "etcds")
 DEFAULT_PORT = 2379
 DEFAULT_PREFIX = "/squall/"
+DEFAULT_LEASE_TTL_S = 5
+#: the lease TTLs a member accepts, in seconds
+MIN_LEASE_TTL_S, MAX_LEASE_TTL_S = 2, 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +21,7 @@ class CoordinatorSettings:
     endpoints: tuple[tuple[str, int], ...]
     #: every key Squall keeps in etcd starts with it (several clusters may share one etcd)
     prefix: str = DEFAULT_PREFIX
-    lease_ttl_s: int = 5
+    lease_ttl_s: int = DEFAULT_LEASE_TTL_S
     tls: bool = False
     ca: Path | None = None
     cert: Path | None = None
@@ -56,7 +59,8 @@ def parse_endpoints(url: str) -> tuple[bool, tuple[tuple[str, int], ...]]:
     return scheme.lower() == "etcds", tuple(endpoints)
 
 
-def coordinator_settings(url: str, *, prefix: str = DEFAULT_PREFIX, lease_ttl_s: int = 5,
+def coordinator_settings(url: str, *, prefix: str = DEFAULT_PREFIX,
+                         lease_ttl_s: int = DEFAULT_LEASE_TTL_S,
                          ca: Path | None = None, cert: Path | None = None,
                          key: Path | None = None, user: str | None = None,
                          password: str | None = None) -> CoordinatorSettings:
@@ -67,8 +71,9 @@ def coordinator_settings(url: str, *, prefix: str = DEFAULT_PREFIX, lease_ttl_s:
         raise ValueError("--etcd-cert and --etcd-key go together (a client certificate)")
     if (user is None) != (password is None):
         raise ValueError("--etcd-user and --etcd-password go together")
-    if not 2 <= lease_ttl_s <= 300:
-        raise ValueError(f"--lease-ttl must be between 2 and 300 seconds, not {lease_ttl_s}")
+    if not MIN_LEASE_TTL_S <= lease_ttl_s <= MAX_LEASE_TTL_S:
+        raise ValueError(f"--lease-ttl must be between {MIN_LEASE_TTL_S} and "
+                         f"{MAX_LEASE_TTL_S} seconds, not {lease_ttl_s}")
     if not prefix.startswith("/") or not prefix.endswith("/"):
         raise ValueError(f"--coordinator-prefix {prefix!r} must start and end with '/'")
     return CoordinatorSettings(endpoints, prefix, lease_ttl_s, tls, ca, cert, key, user,

@@ -44,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from backends.core.errors import ServiceUnavailable
 from gateway.auth.status import TRUSTED, StatusGate, is_status_path
 from gateway.cluster.node import describe_single
 from gateway.cluster.peer_api import request_body
@@ -53,6 +54,7 @@ from gateway.http.workers.handover import HandoverStats
 from gateway.http.workers.host import HostWorkers
 from gateway.http.workers.links import ERRORS, HOP_BY_HOP, Answer, WorkerLinks, describe
 from gateway.http.workers.relay import WorkerRelay
+from gateway.protocol.admin_errors import admin_error
 
 HEALTH_TIMEOUT_S = 2.0
 PROGRESS_INTERVAL_S = 0.5
@@ -227,8 +229,7 @@ def _status_of(worker: int, answer: Answer) -> dict[str, Any]:
 
 def _refusal(failed: aiohttp.ClientResponse | str) -> Response:
     if isinstance(failed, str):
-        return JSONResponse({"error": "ServiceUnavailable", "message": failed},
-                            status_code=503)
+        return admin_error(ServiceUnavailable(failed, public=True))
 
     async def passed_on() -> AsyncIterator[bytes]:
         async for chunk in failed.content.iter_any():

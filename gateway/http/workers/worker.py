@@ -120,7 +120,8 @@ class Worker:
             await writer.drain()
             await self.components.stop()
             return 1
-        watch = asyncio.ensure_future(users.watch())  # users changed by other workers
+        watch = users.watcher()  # users changed by other workers
+        watch.start()
         app = build_app(self.components, users)
         hosts = self.relay is not None  # a member of a cluster of hosts
         front = WorkerFront(app, index=self.index, links=self.links,
@@ -172,8 +173,9 @@ class Worker:
                 receiver.close()
             if self.sender is not None:
                 self.sender.close()
-            for task in (public_task, peer_task, watch):
+            for task in (public_task, peer_task):
                 task.cancel()
+            await watch.stop()
             await self.links.aclose()
             if self.relay is not None:
                 await self.relay.aclose()

@@ -49,7 +49,7 @@ async def test_expedite_deletes_and_drop_clean_leave_unflushed_data_alone(env: E
     env.break_bucket()
     await tier.put_object(BUCKET, "dirty", body(b"d"), meta=META)
     await tier.delete_object(BUCKET, "gone")
-    assert view.expedite_deletes(BUCKET) == 1 and store.urgent == {(BUCKET, "gone")}
+    assert view.expedite_deletes(BUCKET) == 1 and store.urgent_keys() == [(BUCKET, "gone")]
     assert not view.holds_objects("other") and view.holds_objects(BUCKET)
     assert await view.drop_clean(BUCKET, keep=lambda key: key == "keep") == 1
     assert sorted(store.entries_of(BUCKET)) == ["dirty", "gone", "keep"]
@@ -99,11 +99,11 @@ async def test_uploads_held_and_the_backend_uploads_to_hide(env: Env) -> None:
     view = ClusterView(tier)
     upload = await tier.create_multipart_upload(BUCKET, "big/one", meta=META)
     await tier.create_multipart_upload(BUCKET, "other", meta=META)
-    tier.store.flush_uploads["backend-id"] = (BUCKET, "flushing")
+    tier.store.add_flush_upload("backend-id", (BUCKET, "flushing"))
     held = view.uploads(BUCKET, "big/")
     assert [u.upload_id for u in held.uploads] == [upload.upload_id]
     assert held.hidden_ids == ["backend-id"] and held.hidden_keys == []
-    del tier.store.flush_uploads["backend-id"]
+    tier.store.drop_flush_upload("backend-id")
     assert not view.holds_objects(BUCKET)  # uploads in progress do not keep a bucket
     await tier.put_object(BUCKET, "k", body(b"x"), meta=META)
     assert view.holds_objects(BUCKET)

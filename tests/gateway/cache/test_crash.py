@@ -75,12 +75,12 @@ async def check_space(env: Env, tier) -> None:
     store = tier.store
     referenced = {s.file for per in [store.entries_of(BUCKET)] for e in per.values()
                   for s in e.segments if s.inline is None}
-    referenced |= {p.segment.file for parts in store.parts.values() for p in parts.values()
-                   if p.segment.inline is None}
+    parts = [p for u in store.uploads_in() for p in store.parts_of(u.upload_id).values()]
+    referenced |= {p.segment.file for p in parts if p.segment.inline is None}
     assert env.cache_files() == referenced
     assert not any((env.base / "vol0" / "tmp").iterdir())
     charged = sum(charge(s.size) for e in store.entries_of(BUCKET).values() for s in e.segments)
-    charged += sum(charge(p.size) for parts in store.parts.values() for p in parts.values())
+    charged += sum(charge(p.size) for p in parts)
     assert tier.status()["cache_used_bytes"] == charged
 
 

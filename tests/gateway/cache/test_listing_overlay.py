@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
-from typing import Any, cast
 
 from backends.core.base import Backend, ObjectInfo, ObjectMeta
+from backends.core.delegating import DelegatingCopying, DelegatingMultipart, DelegatingPartCopying
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.tier import CacheTier
 from gateway.protocol.listing import prefix_of
@@ -194,12 +194,9 @@ async def test_listing_while_records_change(env: Env) -> None:
     assert await listed(fx.tier) == fx.model.listing()  # and settled afterwards
 
 
-class ReadAhead:
+class ReadAhead(DelegatingMultipart, DelegatingCopying, DelegatingPartCopying):
     """A backend listing that reads all of its keys at its first step (as a remote
     backend reading a page of 1000 keys ahead does); only what a listing needs."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
 
     async def iter_objects(self, bucket: str, *, prefix: str = "",
                            start_after: str = "") -> AsyncIterator[ObjectInfo]:
@@ -208,14 +205,11 @@ class ReadAhead:
         for info in items:
             yield info
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
 
 async def test_a_dirty_key_flushed_and_evicted_behind_the_backend_read_is_listed(
         env: Env) -> None:
     inner = env.backend()
-    fx = await make(env, cast(Backend, ReadAhead(inner)))
+    fx = await make(env, ReadAhead(inner))
     for i in range(100):
         await fx.backend_put(f"k{i:03d}")
         fx.install(f"k{i:03d}", EntryState.CLEAN, etag=fx.model.backend[f"k{i:03d}"])

@@ -107,7 +107,7 @@ async def test_phase2_keeps_the_parts_of_a_cached_upload_in_the_cache(env: Env) 
     around = tier.status()["writearound_bytes_total"]
     second = await tier.upload_part("other", "ckpt", upload.upload_id, 2, body(parts[1]))
     assert tier.status()["writearound_bytes_total"] == around
-    assert set(tier.store.parts[upload.upload_id]) == {1, 2}
+    assert set(tier.store.parts_of(upload.upload_id)) == {1, 2}
     await tier.complete_multipart_upload(
         "other", "ckpt", upload.upload_id,
         [CompletedPart(1, first.etag), CompletedPart(2, second.etag)])

@@ -84,7 +84,7 @@ def done(infos: list[PartInfo]) -> list[CompletedPart]:
 
 async def where(tier: CacheTier, key: str, upload_id: str) -> tuple[set[int], set[int]]:
     """(cached part numbers, part numbers held by the backend upload)."""
-    cached = set(tier.store.parts[upload_id])
+    cached = set(tier.store.parts_of(upload_id))
     listed = {p.part_number for p in await tier.list_parts(BUCKET, key, upload_id)}
     return cached, listed - cached
 
@@ -328,7 +328,7 @@ async def test_part_copy_of_a_dirty_source_is_made_in_the_cache(env: Env) -> Non
     ranged = await tier.upload_part_copy(BUCKET, "src", BUCKET, "dst", up.upload_id, 2,
                                          byte_range=RangeRequest(first=100, last=4195))
     assert (whole.etag, ranged.etag) == (src.etag, md5(source[100:4196]))
-    assert set(tier.store.parts[up.upload_id]) == {1, 2}  # cached parts
+    assert set(tier.store.parts_of(up.upload_id)) == {1, 2}  # cached parts
     with pytest.raises(PreconditionFailed):
         await tier.upload_part_copy(BUCKET, "src", BUCKET, "dst", up.upload_id, 3,
                                     src_etag=md5(b"another version"))

@@ -287,3 +287,25 @@ def test_the_documented_config_file_loads(tmp_path: Path) -> None:
     assert (settings.max_dirty_age, settings.lifecycle_interval) == (300.0, 3600.0)
     assert [v.capacity_bytes for v in settings.cache_volumes or []] == [100 * 2**30]
     assert settings.qos.buckets["checkpoints"].g0_bandwidth == 64 * 2**20
+
+
+def test_the_sections_take_the_defaults_of_the_components_they_build() -> None:
+    """Each default has one source: what the settings build by default is what the
+    component's own settings are by default."""
+    from backends.registry import BackendOptions
+    from gateway.cache.settings import CacheSettings, ElasticSettings
+    from gateway.cluster.coordinator.settings import coordinator_settings
+    from gateway.components import cache_settings
+    from gateway.qos.shares import ShareLimits
+
+    settings = Settings()
+    assert cache_settings(settings).model_dump(exclude={"volumes"}) \
+        == CacheSettings().model_dump(exclude={"volumes"})
+    assert settings.cache_min_size == ElasticSettings.model_fields["min_size_bytes"].default
+    options = BackendOptions(data_dir=Path("d"))
+    assert (settings.durability, settings.min_part_size, settings.direct_io) \
+        == (options.durability, options.min_part_size, options.direct_io)
+    etcd = coordinator_settings("etcd://localhost:2379")
+    assert (settings.coordinator_prefix, settings.lease_ttl) == (etcd.prefix, etcd.lease_ttl_s)
+    assert ShareLimits(max_requests=settings.user_max_requests, max_rate=settings.user_max_rate,
+                       max_bandwidth=settings.user_max_bandwidth) == ShareLimits()

@@ -11,6 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from backends.core.errors import SlowDown
+from gateway.protocol.errors import RequestTimeout, s3_error_for
+from gateway.protocol.responses import error_document
 from tests.conftest import make_client
 from tests.support.server import SquallProcess
 
@@ -110,6 +113,19 @@ def test_headers_sent_too_slowly_time_out(limited: SquallProcess) -> None:
     assert answer.startswith(b"HTTP/1.1 400 ") and b"<Code>RequestTimeout</Code>" in answer
 
 
+def test_a_timeout_sends_what_the_error_mapping_renders(limited: SquallProcess) -> None:
+    """The protocol's own answers are the S3 mapping's: the same code, status and bytes
+    of XML as the application would send for the same error."""
+    spec, message = s3_error_for(RequestTimeout())
+    with connect(limited) as sock:
+        sock.sendall(head_of(limited))  # never finished
+        answer = read_all(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {spec.status} Bad Request\r\n".encode())
+    assert f"content-length: {len(body)}".encode() in head.split(b"\r\n")
+    assert body == error_document(spec, message)
+
+
 def test_a_silent_connection_is_closed(limited: SquallProcess) -> None:
     with connect(limited) as sock:
         started = time.monotonic()
@@ -153,7 +169,7 @@ def test_requests_beyond_the_limit_slow_down(limited: SquallProcess) -> None:
         time.sleep(0.2)
         answer = httpx.get(f"{limited.endpoint}/slow-down", timeout=5)
         assert answer.status_code == 503
-        assert b"<Code>SlowDown</Code>" in answer.content
+        assert answer.content == error_document(*s3_error_for(SlowDown()))
         assert answer.headers["retry-after"] == "1"
         # The admin surface never waits behind S3 traffic: health checks and status
         # reads have room of their own.

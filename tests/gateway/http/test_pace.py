@@ -33,9 +33,10 @@ def test_the_deadline_grows_with_the_declared_length() -> None:
 
 
 def test_rules_turned_off_never_fire() -> None:
-    pace = BodyPace(PaceLimits(min_rate=None, deadline_s=None), start=0.0, declared=10)
+    off = PaceLimits(min_rate=None, grace_s=10.0, deadline_s=None, deadline_rate=None)
+    pace = BodyPace(off, start=0.0, declared=10)
     assert pace.check(1e6, 0, 0.0)[0] is Verdict.OK
-    assert not PaceLimits(min_rate=None, deadline_s=None).enabled
+    assert not off.enabled
 
 
 def test_a_response_taken_too_slowly_while_writes_wait() -> None:
