@@ -67,7 +67,7 @@ class Observation:
     ingest_rate: float  # bytes/s written by clients over the last interval
     threshold: float  # UT x B_b in bytes/s
     demand_bytes: int = 0  # declared length of a write asking to be admitted
-    used_bytes: int = 0  # bytes used on the attached volume
+    used_bytes: int = 0  # the most bytes used on the attached volume since the last one
     forced_bytes: int = 0  # cumulative bytes flushed prematurely or diverted past the cache
     detachable: bool = False  # nothing on the volume is needed any more
 

@@ -137,7 +137,8 @@ class ElasticController:
         vols = [vol for _, vol in self._volumes.values()]
         return Observation(now=self._clock(), ingest_rate=self.ingest_rate,
                            threshold=self.threshold, demand_bytes=demand,
-                           used_bytes=sum(v.used for v in vols), forced_bytes=self.forced_bytes(),
+                           used_bytes=sum(v.take_peak() for v in vols),
+                           forced_bytes=self.forced_bytes(),
                            detachable=all(self._space.volume_idle(v) for v in vols))
 
     # -- admission of one write --------------------------------------------------------------

@@ -236,6 +236,7 @@ class SpaceManager:
         with self._lock:
             if vol.used + amount <= vol.capacity:
                 vol.used += amount
+                vol.peak = max(vol.peak, vol.used)
                 vol.inflight += amount
                 claim.reserved += amount
                 return True

@@ -62,6 +62,8 @@ class Volume:
         self.path = path
         self.capacity = capacity
         self.used = 0
+        #: the most ``used`` has been since :meth:`take_peak` last read it
+        self.peak = 0
         self.inflight = 0
         self.claims: set[Any] = set()
         #: elastic volumes: no new files are written here while it drains before detach
@@ -74,6 +76,12 @@ class Volume:
     @property
     def free(self) -> int:
         return self.capacity - self.used
+
+    def take_peak(self) -> int:
+        """The most bytes used since the last call (a burst fills a volume between two
+        control ticks: sampling ``used`` would miss its peak); starts over from now."""
+        peak, self.peak = max(self.peak, self.used), self.used
+        return peak
 
     def file_path(self, name: str) -> Path:
         return self.data_dir / name[:2] / name

@@ -126,6 +126,18 @@ async def test_a_reservation_is_charged_then_settled_or_given_back(
     assert space.max_object == CAPACITY - charge(0)
 
 
+async def test_a_volume_keeps_its_peak_use_between_two_readings(space: SpaceManager) -> None:
+    """The elastic controller sizes the next volume by the peak a burst used; a burst
+    that fills and frees a volume between two control ticks still shows its peak."""
+    vol = only_volume(space)
+    claim = space.open_claim(vol)
+    await space.reserve(claim, 700, wait=False)
+    space.drop_claim(claim)  # given back before anybody looked
+    assert vol.used == 0
+    assert vol.take_peak() == 700
+    assert vol.take_peak() == 0  # each reading starts over from what is used now
+
+
 async def test_a_full_volume_without_clean_data_refuses_at_once_or_after_waiting(
         space: SpaceManager, records: FakeRecords) -> None:
     vol = only_volume(space)
