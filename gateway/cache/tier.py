@@ -205,7 +205,12 @@ class CacheTier:
             return False
         if self.policy.write_around and not self.backend_failing and not part:
             return True
-        return self.admission.prefer_backend(size, store.now(), probe=not part)
+        # Elastic capacity measures the backend by its flushes (at full speed while a volume
+        # drains) and by every write around the cache between bursts: no write of a burst
+        # is sent past its volume as a probe (the volume learned from the burst would be
+        # too small for the next one by that write).
+        return self.admission.prefer_backend(size, store.now(),
+                                             probe=not part and self._elastic is None)
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach

@@ -158,3 +158,20 @@ async def test_a_volume_with_dirty_or_pinned_data_is_never_removed(env: Env) -> 
     assert await space.remove_volume(vol)  # clean, unpinned: its records are dropped
     assert store.get(BUCKET, "d") is None and not space.volumes
     assert await read_all(await tier.get_object(BUCKET, "d")) == b"dirty"  # the backend's
+
+
+async def test_no_write_of_a_burst_goes_past_its_volume_as_a_probe(env: Env) -> None:
+    """Static admission sends one large write past the cache every few seconds to measure
+    the backend; in a burst on an elastic volume that write would be missing from the
+    volume's peak and the next volume would be too small by it. The backend is measured
+    by the flushes instead: every write of the burst is cached."""
+    settings = cache_settings(env.base, volumes=0, inactivity_delay_s=5.0, admission="auto")
+    elastic = ElasticSettings(root=env.base / "vols", initial_size_bytes=4 << 20,
+                              min_size_bytes=64 * KiB, granularity_bytes=64 * KiB)
+    tier = await env.tier(settings, provisioner=LocalProvisioner(env.base / "vols"),
+                          elastic=elastic)  # an unthrottled backend, B not declared
+    for i in range(6):
+        await tier.put_object(BUCKET, f"ckpt{i}", body(payload(300_000, i)), meta=META,
+                              size_hint=300_000)
+        assert tier.store.get(BUCKET, f"ckpt{i}") is not None, f"ckpt{i} went past"
+    assert tier.admission.routed_to_backend == 0
