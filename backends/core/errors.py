@@ -7,11 +7,6 @@ errno values. Nothing ever matches on message text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from backends.core.base import ObjectInfo
-
 
 class StorageError(Exception):
     """Base of every error Squall raises on purpose."""
@@ -119,14 +114,6 @@ class InvalidDigest(StorageError):
 
 class PreconditionFailed(StorageError):
     """At least one of the preconditions you specified did not hold."""
-
-
-class NotModified(StorageError):
-    """Not Modified."""
-
-    def __init__(self, info: ObjectInfo | None = None) -> None:
-        super().__init__()
-        self.info = info  # the object the condition was evaluated on (its 304 headers)
 
 
 class InvalidRange(StorageError):

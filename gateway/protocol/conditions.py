@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backends.core.base import ObjectInfo
-from backends.core.errors import NotModified, PreconditionFailed
+from backends.core.errors import PreconditionFailed
+from gateway.protocol.errors import NotModified
 
 
 def _etag_matches(header: str, etag: str) -> bool:

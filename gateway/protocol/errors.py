@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 
 from backends.core import errors as se
+from backends.core.base import ObjectInfo
 from backends.core.errors import StorageError
 
 
@@ -23,6 +24,14 @@ class VersionIsDeleteMarker(StorageError):
         self.response_headers = {"x-amz-delete-marker": "true",
                                  "x-amz-version-id": version_id, "allow": "DELETE",
                                  "last-modified": formatdate(last_modified, usegmt=True)}
+
+
+class NotModified(StorageError):
+    """Not Modified."""
+
+    def __init__(self, info: ObjectInfo | None = None) -> None:
+        super().__init__()
+        self.info = info  # the object the condition was evaluated on (its 304 headers)
 
 
 class SourceIsDeleteMarker(StorageError):
@@ -138,7 +147,7 @@ _TABLE: dict[type[BaseException], S3ErrorSpec] = {
     se.BadDigest: S3ErrorSpec("BadDigest", 400),
     se.InvalidDigest: S3ErrorSpec("InvalidDigest", 400),
     se.PreconditionFailed: S3ErrorSpec("PreconditionFailed", 412),
-    se.NotModified: S3ErrorSpec("NotModified", 304),
+    NotModified: S3ErrorSpec("NotModified", 304),
     se.InvalidRange: S3ErrorSpec("InvalidRange", 416),
     se.ConditionalRequestConflict: S3ErrorSpec("ConditionalRequestConflict", 409),
     se.SlowDown: S3ErrorSpec("SlowDown", 503),

@@ -5,10 +5,9 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from backends.core.base import ObjectInfo
-from backends.core.errors import NotModified
 from backends.core.numbers import INT32_MAX, natural
 from backends.multipart import part_sizes, parts_count
-from gateway.protocol.errors import InvalidArgument
+from gateway.protocol.errors import InvalidArgument, NotModified
 from gateway.protocol.responses import empty_response, xml_response
 from gateway.protocol.xml import el, opt
 from gateway.s3api import headers as h

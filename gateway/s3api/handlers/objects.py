@@ -5,7 +5,6 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from backends.core.base import ObjectInfo
-from backends.core.errors import NotModified
 from backends.core.numbers import natural
 from backends.multipart import MAX_PART_NUMBER, parts_count
 from gateway.protocol.errors import (
@@ -13,6 +12,7 @@ from gateway.protocol.errors import (
     InvalidRequest,
     MissingContentLength,
     NotImplementedOperation,
+    NotModified,
 )
 from gateway.protocol.parts import part_range
 from gateway.protocol.responses import ObjectStreamResponse, empty_response, xml_response

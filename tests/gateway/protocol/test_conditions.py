@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backends.core.base import ObjectInfo
-from backends.core.errors import NotModified, PreconditionFailed
+from backends.core.errors import PreconditionFailed
 from gateway.protocol.conditions import Conditions
+from gateway.protocol.errors import NotModified
 
 INFO = ObjectInfo("b", "k", 1, "abc", 1000.0)
 
