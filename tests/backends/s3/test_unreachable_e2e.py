@@ -52,7 +52,7 @@ def test_unreachable_upstream_is_reported_and_recovers(tmp_path: Path) -> None:
             else:
                 raise AssertionError("a request reached a stopped upstream")
         time.sleep(0.5)  # a few more probes: still one log line (per worker)
-        assert gateway.log().count("backend unreachable") == gateway.http.workers
+        assert gateway.log().count("backend unreachable") == gateway.workers
 
         upstream = SquallProcess(tmp_path / "upstream", ["--cache-size", "0"],
                                  port=upstream.port).start()
