@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import ClientFailure, exit_status
 from gateway.client.signing import admin_call
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
 from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClient
 from gateway.cluster.coordinator.keys import HELD, MEMBERS, SYNCED, Layout, Registration
 from gateway.cluster.coordinator.settings import (
@@ -34,6 +34,7 @@ from gateway.cluster.coordinator.settings import (
     coordinator_settings,
 )
 from gateway.cluster.view import member_id
+from gateway.commands.options import add_gateway_options
 
 NAME = "squall cluster"
 T = TypeVar("T")
@@ -49,9 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _coordinator_flags(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     leave = verbs.add_parser("leave", help="make the member at --endpoint leave the cluster")
-    leave.add_argument("--endpoint", default="http://127.0.0.1:9000", help="the member's URL")
-    leave.add_argument("--region", default="us-east-1")
-    add_ca_bundle_option(leave)
+    add_gateway_options(leave, endpoint_help="the member's URL")
     leave.add_argument("--timeout", type=float, default=300.0,
                        help="seconds to wait for the hand-over (default 300)")
     forget = verbs.add_parser("forget", help="give up a held member that will not return")

@@ -22,7 +22,8 @@ from backends.core.units import parse_size
 from gateway.client.credentials import FROM as CREDENTIALS_FROM
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import BadAnswer, ClientFailure, exit_status
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import add_gateway_options
 from gateway.cost.calibration import CalibrationError, load_calibration, select
 from gateway.cost.meter import format_report, write_csv
 from gateway.cost.predict import (
@@ -90,11 +91,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c = sub.add_parser("cost", help="report a gateway's adjusted storage accumulation (AGBs)",
                        description="Print the cost meter of a running gateway "
                                    "(C(t) = B_b*N*t + B_c*integral M(x)dx, in AGBs).")
-    c.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+    add_gateway_options(c, region=False)
     c.add_argument("--csv", type=Path, help="also write the recent series as CSV")
     c.add_argument("--plot", type=Path, help="also plot it as PNG (needs matplotlib)")
     c.add_argument("--json", action="store_true", help="print the cost object as JSON")
-    add_ca_bundle_option(c)
 
     k = sub.add_parser("calibrate", help="measure B(x) and D(x) of a running gateway",
                        description="Write datasets of the given sizes with parallel writers "
@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "sustained throughput B_M(x) and the time the cache "
                                    "stayed attached D_M(x) as a calibration file. "
                                    f"Credentials as for S3 clients: {CREDENTIALS_FROM}.")
-    k.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+    add_gateway_options(k)
     k.add_argument("--sizes", nargs="+", required=True, type=_bytes, metavar="SIZE",
                    help="data sizes x, e.g. 128MB 256MB")
     k.add_argument("--cache-sizes", nargs="+", default=[], type=_bytes, metavar="SIZE",
@@ -125,8 +125,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="B_c (default: the gateway's cost meter setting)")
     k.add_argument("--quiet-timeout", type=_positive, default=600.0,
                    help="seconds to wait for the gateway to drain between points")
-    k.add_argument("--region", default="us-east-1")
-    add_ca_bundle_option(k)
 
     p = sub.add_parser("predict", help="predict completion time and cost for cache sizes",
                        description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "

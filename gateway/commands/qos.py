@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import exit_status
 from gateway.client.signing import admin_call
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import add_gateway_options
 from gateway.qos.api import validation_message
 from gateway.qos.model import QosClass
 
@@ -40,9 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     verbs = q.add_subparsers(dest="qos_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
-        p.add_argument("--region", default="us-east-1")
-        add_ca_bundle_option(p)
+        add_gateway_options(p)
 
     def subject(p: argparse.ArgumentParser, required: bool = True) -> None:
         p.add_argument("bucket", nargs="?", help="the bucket (or give --user)")

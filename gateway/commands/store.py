@@ -11,7 +11,8 @@ from gateway.client.credentials import FROM as CREDENTIALS_FROM
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import exit_status
 from gateway.client.signing import admin_call
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import add_gateway_options
 from gateway.config.settings import BackendSpec
 
 COMMANDS = ("fsck", "providers")
@@ -37,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                            "gateway's host sees it")
     p.add_argument("--standby", action="store_true",
                    help="(add) keep it in reserve until a write burst")
-    p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
-    p.add_argument("--region", default="us-east-1")
-    add_ca_bundle_option(p)
+    add_gateway_options(p)
 
 
 def run(args: argparse.Namespace) -> int:

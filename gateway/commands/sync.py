@@ -31,7 +31,8 @@ from gateway.client.failures import (
     reaching,
 )
 from gateway.client.sigv4 import Signer
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import add_gateway_options
 from gateway.config.humanize import format_bytes, format_duration
 
 #: seconds between two progress lines when stderr is not a terminal
@@ -50,10 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    f"as for S3 clients: {CREDENTIALS_FROM}. Exit status: "
                                    "0 all flushed, 1 not (refused, unreachable, objects the "
                                    "backend refuses), 2 bad input (no credentials).")
-    p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
+    add_gateway_options(p)
     p.add_argument("--bucket", help="only this bucket")
-    p.add_argument("--region", default="us-east-1")
-    add_ca_bundle_option(p)
 
 
 @dataclass(frozen=True, slots=True)

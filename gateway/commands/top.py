@@ -23,7 +23,8 @@ from rich.text import Text
 
 from gateway.client.failures import BadAnswer, ClientFailure, exit_status, json_of, reaching
 from gateway.client.signing import status_headers
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import add_gateway_options
 from gateway.config.humanize import format_bytes, format_duration
 from gateway.dashboard.routes import DATA_PATH
 from gateway.dashboard.snapshot import RATE_WINDOW_S
@@ -36,12 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Cache fill and dirty bytes, ingest and flush rates, "
                                    "flush phase, cost, members and recent errors of a "
                                    "running gateway, refreshed until Ctrl+C.")
-    p.add_argument("--endpoint", default="http://127.0.0.1:9000", help="gateway URL")
-    p.add_argument("--region", default="us-east-1")
+    add_gateway_options(p)
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
                    help="refresh period (default 1)")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
-    add_ca_bundle_option(p)
 
 
 def _interval(text: str) -> float:

@@ -30,7 +30,8 @@ from gateway.auth.users_api import bandwidth_of
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import BadAnswer, exit_status
 from gateway.client.signing import admin_call
-from gateway.client.tls import add_ca_bundle_option, endpoint_context
+from gateway.client.tls import endpoint_context
+from gateway.commands.options import DEFAULT_ENDPOINT, add_gateway_options
 
 NAME = "squall user"
 
@@ -45,12 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     def common(p: argparse.ArgumentParser) -> None:
         where = p.add_mutually_exclusive_group()
-        where.add_argument("--endpoint", default="http://127.0.0.1:9000",
-                           help="gateway URL (default http://127.0.0.1:9000)")
+        where.add_argument("--endpoint", default=DEFAULT_ENDPOINT,
+                           help=f"gateway URL (default {DEFAULT_ENDPOINT})")
         where.add_argument("--data-dir", type=Path,
                            help="change the data directory's users file instead")
-        p.add_argument("--region", default="us-east-1")
-        add_ca_bundle_option(p)
+        add_gateway_options(p, endpoint=False)
         p.add_argument("--json", action="store_true", help="print JSON")
 
     a = verbs.add_parser("add", help="add a user; prints its access key and secret once")

@@ -33,6 +33,7 @@ from backends.core.unit_types import ByteSize, Duration, Rate, RateOrOff
 from backends.registry import BackendOptions
 from gateway.auth.users import USERS_FILE, check_secret
 from gateway.cache.settings import CacheSettings, CacheVolumeSettings, ElasticSettings
+from gateway.client.sigv4 import DEFAULT_REGION
 from gateway.cluster.coordinator.settings import (
     DEFAULT_LEASE_TTL_S,
     DEFAULT_PREFIX,
@@ -51,7 +52,6 @@ from gateway.config.sources import ENV_AND_FILE_ONLY, Section, read_settings
 from gateway.lifecycle.rules import DAY
 from gateway.qos.model import QosSettings
 from gateway.qos.shares import ShareLimits
-from gateway.s3api.sigv4 import DEFAULT_REGION
 
 DEFAULT_PORT = 9000
 MAX_WORKERS = 256

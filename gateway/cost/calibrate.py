@@ -32,7 +32,7 @@ import httpx
 
 from gateway.client.credentials import Credentials
 from gateway.client.failures import ClientFailure, Refused, json_of, reaching
-from gateway.client.sigv4 import Signer, object_path, query_string
+from gateway.client.sigv4 import DEFAULT_REGION, Signer, object_path, query_string
 from gateway.cost.calibration import FORMAT, VERSION, CalibrationPoint, parse_calibration
 from gateway.cost.model import BYTES_PER_GB, BYTES_PER_MB
 
@@ -45,7 +45,7 @@ class CalibrationFailed(ClientFailure):
 class GatewayClient:
     """The few signed requests calibration needs (one ``httpx.Client`` per thread)."""
 
-    def __init__(self, endpoint: str, credentials: Credentials, region: str = "us-east-1",
+    def __init__(self, endpoint: str, credentials: Credentials, region: str = DEFAULT_REGION,
                  timeout: float = 300.0, *, verify: ssl.SSLContext | bool = True) -> None:
         self.endpoint = endpoint.rstrip("/")
         # The payload is not hashed (UNSIGNED-PAYLOAD, as SDKs do over TLS): calibration

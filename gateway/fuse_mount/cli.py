@@ -23,6 +23,7 @@ from backends.core.units import parse_duration, parse_size
 from gateway.client.credentials import FROM as CREDENTIALS_FROM
 from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import FAILED, USAGE, ClientFailure, Unreachable, exit_status
+from gateway.client.sigv4 import DEFAULT_REGION
 from gateway.client.tls import add_ca_bundle_option, ca_bundle
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
 from gateway.fuse_mount.settings import MountSettings, SettingsError, check_mountpoint
@@ -57,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "blocks (default 16MiB)")
     p.add_argument("--attr-timeout", type=float, default=1.0,
                    help="seconds attributes of files not open here are cached (default 1)")
-    p.add_argument("--region", default="us-east-1", help="signing region (default us-east-1)")
+    p.add_argument("--region", default=DEFAULT_REGION,
+                   help=f"signing region (default {DEFAULT_REGION})")
     p.add_argument("--max-inflight", type=int, default=4,
                    help="parts of one open file uploading at once (memory: about "
                         "(N+1) x block size per file being written; default 4)")

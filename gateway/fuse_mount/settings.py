@@ -8,6 +8,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from gateway.client.credentials import Credentials
+from gateway.client.sigv4 import DEFAULT_REGION
 
 MiB = 1024 * 1024
 MIN_BLOCK_SIZE = 5 * MiB  # S3's minimum size of every multipart part but the last
@@ -26,7 +27,7 @@ class MountSettings:
     block_size: int = 8 * MiB
     readahead: int = 16 * MiB
     attr_timeout: float = 1.0
-    region: str = "us-east-1"
+    region: str = DEFAULT_REGION
     max_inflight: int = 4
     staging_dir: Path | None = None
     threads: int = 8

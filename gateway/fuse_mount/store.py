@@ -22,6 +22,7 @@ from botocore.utils import parse_timestamp
 from backends.core.checksums import new_hasher
 from backends.core.errors import BackendError, NoSuchKey
 from gateway.client.credentials import Credentials
+from gateway.client.sigv4 import DEFAULT_REGION
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
 from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody
@@ -64,7 +65,7 @@ class BucketClient:
     """Blocking S3 operations on one bucket."""
 
     def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
-                 region: str = "us-east-1", max_attempts: int = 5,
+                 region: str = DEFAULT_REGION, max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32,
                  ca_bundle: Path | None = None, light_requests: bool = True) -> None:
         """``light_requests``: send ``put``, ``head`` and ranged GETs through

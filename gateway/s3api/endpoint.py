@@ -17,6 +17,7 @@ from backends.core.errors import StorageError
 from gateway.auth.access import AccessControl, request_origin
 from gateway.auth.bucket_access import S3_DEFAULTS, NewBucketDefaults
 from gateway.auth.users import User, UserDirectory
+from gateway.client.sigv4 import DEFAULT_REGION
 from gateway.metrics import Metrics
 from gateway.protocol.errors import (
     AccessDenied,
@@ -46,7 +47,6 @@ from gateway.s3api.handlers import (
 from gateway.s3api.routing import route
 from gateway.s3api.sigv2 import authenticate_v2, is_sigv2
 from gateway.s3api.sigv4 import (
-    DEFAULT_REGION,
     AuthContext,
     PayloadMode,
     authenticate,

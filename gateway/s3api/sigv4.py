@@ -96,11 +96,6 @@ _STREAMING = frozenset({PayloadMode.STREAMING_SIGNED, PayloadMode.STREAMING_UNSI
                         PayloadMode.STREAMING_SIGNED_TRAILER})
 _STREAMING_BY_VALUE = {mode.value: mode for mode in _STREAMING}
 
-#: the region the gateway serves and reports (``AuthContext.region`` of an unsigned
-#: request) unless its settings name another
-DEFAULT_REGION = "us-east-1"
-
-
 @dataclass(frozen=True, slots=True)
 class AuthContext:
     """Who signed the request, and what the body pipeline needs to keep verifying it."""
