@@ -130,7 +130,8 @@ class CachedUploads:
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               measure=True)
             started = asyncio.get_running_loop().time()
-            admitted = await tier.spool_admitted(body, content_md5, part=True)
+            admitted = await tier.spool_admitted(
+                body, content_md5, wait_for_room=tier.waits_for_room(declared))
             if admitted is None:  # the cache is full: the part goes to the backend
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               diverted=True)
