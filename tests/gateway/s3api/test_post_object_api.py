@@ -123,15 +123,15 @@ def test_condition_failures_are_access_denied(s3, squall: SquallProcess, bucket:
     bad_key = {**fields, "key": "user/other/x"}
     assert _error(_post(squall, bucket, bad_key, b"no")) == (
         403, "AccessDenied",
-        'Invalid according to Policy: Policy Condition failed: ["starts-with", "$key", '
-        '"user/eric/"]')
+        ('Invalid according to Policy: Policy Condition failed: ["starts-with", "$key", '
+        '"user/eric/"]'))
     bad_type = {**fields, "Content-Type": "image/png"}
     assert _error(_post(squall, bucket, bad_type, b"no"))[2].endswith(
         '["starts-with", "$Content-Type", "text/"]')
     extra = {**fields, "x-amz-meta-sneaky": "1"}
     assert _error(_post(squall, bucket, extra, b"no")) == (
-        403, "AccessDenied", "Invalid according to Policy: Extra input fields: "
-        "x-amz-meta-sneaky")
+        403, "AccessDenied", ("Invalid according to Policy: Extra input fields: "
+        "x-amz-meta-sneaky"))
     # x-ignore-* fields need no condition.
     assert _post(squall, bucket, {**fields, "x-ignore-note": "1"}, b"ok").status_code == 204
     # The policy names the bucket: another bucket refuses it.
@@ -199,8 +199,8 @@ def test_sigv2_policy_and_bad_documents(s3, squall: SquallProcess, bucket: str) 
     assert _error(_post(squall, bucket, form, b"x"))[2] == \
         "Invalid according to Policy: Extra input fields: bucket"
     for document, message in (
-            ([{}], "Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have "
-                   "exactly one property specified."),
+            ([{}], ("Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have "
+                   "exactly one property specified.")),
             ([["content-length-range", 0]], None),
             ([["between", "$key", "a"]], None)):
         form = {"key": "v2/b", **_v2_form(bucket, document)}
