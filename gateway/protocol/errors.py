@@ -335,3 +335,17 @@ _TABLE.update({
     InvalidPolicyDocument: S3ErrorSpec("InvalidPolicyDocument", 400),
     PreconditionFailedPost: S3ErrorSpec("PreconditionFailed", 412),
 })
+
+
+class InvalidRedirectLocation(ProtocolError):
+    """The website redirect location must have a prefix of 'http://' or 'https://' or '/'."""
+
+
+class InvalidStorageClass(ProtocolError):
+    """The storage class you specified is not valid"""
+
+
+_TABLE.update({
+    InvalidRedirectLocation: S3ErrorSpec("InvalidRedirectLocation", 400),
+    InvalidStorageClass: S3ErrorSpec("InvalidStorageClass", 400),
+})
