@@ -231,3 +231,22 @@ def test_checksum_field_is_verified(s3, squall: SquallProcess, bucket: str) -> N
     resp = _post(squall, bucket, fields, b"not the sum")
     assert _error(resp)[:2] == (400, "BadDigest")
     assert s3.get_object(Bucket=bucket, Key="sum")["Body"].read() == b"sum"
+
+
+def test_upload_from_a_page_gets_the_cors_headers(s3, squall: SquallProcess,
+                                                  bucket: str) -> None:
+    s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": [
+        {"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["POST"],
+         "ExposeHeaders": ["ETag", "Location"]}]})
+    fields = _presigned(s3, bucket, "from-page")
+    files = [(name, (None, str(value))) for name, value in fields.items()]
+    files.append(("file", ("a.txt", b"page", "text/plain")))
+    resp = httpx.post(f"{squall.endpoint}/{bucket}", files=files,
+                      headers={"Origin": "https://app.example.com"})
+    assert resp.status_code == 204, resp.text
+    assert resp.headers["access-control-allow-origin"] == "https://app.example.com"
+    assert resp.headers["access-control-expose-headers"] == "ETag, Location"
+    refused = httpx.post(f"{squall.endpoint}/{bucket}", files=files,
+                         headers={"Origin": "https://evil.example.com"})
+    assert refused.status_code == 204
+    assert "access-control-allow-origin" not in refused.headers
