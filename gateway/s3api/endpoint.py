@@ -218,8 +218,9 @@ class S3Endpoint:
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
             response, error_code = self._error(exc, request, resource, request_id, operation)
         if "origin" in headers and operation != "PreflightRequest":
-            response.headers.update(await self._cors_headers(resource, headers,
-                                                             request.method))
+            # The rule is chosen by the method the page declares, if it declares one.
+            method = headers.get("access-control-request-method", request.method)
+            response.headers.update(await self._cors_headers(resource, headers, method))
         if response.status_code >= 300 and _has_body(headers):
             # The body may not have been read; the connection cannot be reused safely.
             response.headers["connection"] = "close"
