@@ -31,7 +31,8 @@ from gateway.protocol.errors import (
 )
 from gateway.s3api.sigv4 import ALGORITHM, parse_amz_date, sign_hex, signing_key
 
-#: fields no condition needs to name (S3: the signature, the file, the policy, x-ignore-*)
+#: fields no condition needs to name (S3: the signature, the file, the policy, x-ignore-*;
+#: and x-amz-checksum-*, see check_conditions)
 _EXEMPT = frozenset({"x-amz-signature", "signature", "awsaccesskeyid", "file", "policy"})
 _V4_FIELDS = ("x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature")
 _EXPIRATION = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z")
@@ -251,7 +252,9 @@ def check_conditions(policy: PostPolicy, fields: Mapping[str, str],
                                + condition.text)
     named = {c.field for c in policy.conditions}
     for name in fields:
-        if name in _EXEMPT or name.startswith("x-ignore-") or name in named:
+        # A checksum only narrows what is accepted: it needs no condition either.
+        if name in _EXEMPT or name.startswith(("x-ignore-", "x-amz-checksum-")) \
+                or name in named:
             continue
         raise AccessDenied("Invalid according to Policy: Extra input fields: "
                            + names.get(name, name))

@@ -19,8 +19,8 @@ from starlette.responses import Response
 from gateway.auth.access import request_origin
 from gateway.auth.users import User
 from gateway.protocol.errors import AccessDenied, InvalidArgument
-from gateway.protocol.responses import empty_response, xml_response
-from gateway.protocol.xml import el
+from gateway.protocol.responses import XML_TYPE, empty_response
+from gateway.protocol.xml import document, el
 from gateway.s3api import headers as h
 from gateway.s3api.body import request_body
 from gateway.s3api.context import S3Request, object_url
@@ -115,7 +115,9 @@ async def post_object(req: S3Request, *, keys: FormKeys) -> Response:
     out["location"] = location
     status = fields.get("success_action_status", "")
     if status == "201":
-        return xml_response("PostResponse", [
+        # S3's PostResponse carries no namespace.
+        return Response(document("PostResponse", [
             el("Location", location), el("Bucket", req.bucket), el("Key", key),
-            el("ETag", f'"{info.etag}"')], status=201, headers=out)
+            el("ETag", f'"{info.etag}"')], namespace=False), status_code=201, headers=out,
+            media_type=XML_TYPE)
     return empty_response(200 if status == "200" else 204, out)
