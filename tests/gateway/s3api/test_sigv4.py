@@ -415,8 +415,8 @@ def test_presigned_expiry_and_future_dates() -> None:
 
 
 @pytest.mark.parametrize(("expires", "message"), [
-    ("604801", r"less than a week \(in seconds\); that is, the given X-Amz-Expires must be "
-               "less than 604800 seconds"),
+    ("604801", (r"less than a week \(in seconds\); that is, the given X-Amz-Expires must be "
+               "less than 604800 seconds")),
     ("-1000", "must be non-negative"), ("--5", "number"), ("soon", "number")])
 def test_presigned_bad_expires(expires: str, message: str) -> None:
     wire = sign_botocore("GET", "http://127.0.0.1:9000/b/k", signer=S3SigV4QueryAuth)
