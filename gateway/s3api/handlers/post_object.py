@@ -91,7 +91,7 @@ async def post_object(req: S3Request, *, keys: FormKeys) -> Response:
     headers = form_headers(fields)
     write = dataclasses.replace(req, operation="PutObject", key=key, headers=headers,
                                 user=user)
-    if req.access is None and user is None:
+    if req.access is None and not signer.access_key:
         raise AccessDenied()  # no users, no ACLs: every write is signed
     if req.access is not None and (user is None or not user.admin):
         source_ip, secure = request_origin(req.request.scope)
