@@ -308,3 +308,44 @@ _TABLE.update({
     UnresolvableGrantByEmailAddress: S3ErrorSpec("UnresolvableGrantByEmailAddress", 400),
     BucketAlreadyExists: S3ErrorSpec("BucketAlreadyExists", 409),
 })
+
+
+# --- browser uploads (POST Object with a policy document) -----------------------------------
+
+
+class MalformedPOSTRequest(ProtocolError):
+    """The body of your POST request is not well-formed multipart/form-data."""
+
+
+class MaxPostPreDataLengthExceeded(ProtocolError):
+    """Your POST request fields preceding the upload file were too large."""
+
+
+class InvalidPolicyDocument(ProtocolError):
+    """The content of the form does not meet the conditions specified in the policy document."""
+
+
+class PreconditionFailedPost(ProtocolError):
+    """Bucket POST must be of the enclosure-type multipart/form-data"""
+
+
+_TABLE.update({
+    MalformedPOSTRequest: S3ErrorSpec("MalformedPOSTRequest", 400),
+    MaxPostPreDataLengthExceeded: S3ErrorSpec("MaxPostPreDataLengthExceededError", 400),
+    InvalidPolicyDocument: S3ErrorSpec("InvalidPolicyDocument", 400),
+    PreconditionFailedPost: S3ErrorSpec("PreconditionFailed", 412),
+})
+
+
+class InvalidRedirectLocation(ProtocolError):
+    """The website redirect location must have a prefix of 'http://' or 'https://' or '/'."""
+
+
+class InvalidStorageClass(ProtocolError):
+    """The storage class you specified is not valid"""
+
+
+_TABLE.update({
+    InvalidRedirectLocation: S3ErrorSpec("InvalidRedirectLocation", 400),
+    InvalidStorageClass: S3ErrorSpec("InvalidStorageClass", 400),
+})
