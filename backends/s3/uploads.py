@@ -186,7 +186,7 @@ class Uploads:
         wanted = None
         if created is not None and (upload_checksum(created) is not None
                                     or created.checksum is not None):
-            wanted = completed_meta(created, chosen)
+            wanted = completed_meta(created, chosen, upload_id)
         conditions = await self._up.conditions(bucket, key, if_match, if_none_match)
         client = await self._up.client()
         with upstream(bucket, key, upload_id):

@@ -11,7 +11,6 @@ from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MissingContentLength,
-    NotImplementedOperation,
     NotModified,
 )
 from gateway.protocol.parts import part_range
@@ -51,16 +50,6 @@ def write_headers(info: ObjectInfo) -> dict[str, str]:
     return out
 
 
-def write_if_none_match(req: S3Request) -> str | None:
-    """``If-None-Match`` of a write: S3 implements ``*`` only (an ETag is NotImplemented)."""
-    value = req.headers.get("if-none-match")
-    if value is not None and value.strip() != "*":
-        raise NotImplementedOperation("A header you provided implies functionality that is "
-                                      "not implemented: If-None-Match on a write accepts "
-                                      "only '*'.")
-    return value
-
-
 async def put_object(req: S3Request) -> Response:
     if "content-length" not in req.headers and "x-amz-decoded-content-length" not in \
             req.headers and "chunked" not in req.headers.get("transfer-encoding", ""):
@@ -80,13 +69,13 @@ async def put_object(req: S3Request) -> Response:
                     if v is not None}
         info = await req.service.append_object(
             req.bucket, req.key, offset, req.body(), meta=h.object_meta(req.headers),
-            if_match=if_match.strip('"') if if_match else None, reserved=reserved)
+            if_match=if_match, reserved=reserved)
         return empty_response(200, write_headers(info))
     info = await req.service.put_object(
         req.bucket, req.key, req.body(),
         meta=await acl.with_object_acl(req, h.object_meta(req.headers)),
         content_md5=h.content_md5(req.headers),
-        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
+        if_match=if_match, if_none_match=req.headers.get("if-none-match"))
     return empty_response(200, write_headers(info))
 
 
