@@ -77,8 +77,8 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ETag" in names:
         out.append(el("ETag", info.etag))
     if "Checksum" in names and info.meta.checksum is not None:
-        # A composite value is shown without its "-N" (the part count is in ObjectParts).
-        out.append("<Checksum>" + checksum_elements(info.meta.checksum, bare=True)
+        # A composite value with its "-N", as Complete, HeadObject and GetObject show it.
+        out.append("<Checksum>" + checksum_elements(info.meta.checksum)
                    + "</Checksum>")
     if "ObjectParts" in names:
         out.append(_object_parts(info, max_parts, marker))
