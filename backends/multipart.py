@@ -128,10 +128,8 @@ def requested_etag(requested: Sequence[CompletedPart]) -> str | None:
 def completed_by(info: ObjectInfo, upload_id: str,
                  requested: Sequence[CompletedPart]) -> bool:
     """Whether ``info`` is the object a completion of ``upload_id`` with ``requested``
-    made: its ETag is the one those parts give, and the upload it records (if any; an
-    upstream S3 service's objects record none) is that one."""
-    recorded = info.meta.user.get(COMPLETED_UPLOAD)
-    return (recorded is None or recorded == upload_id) and \
+    made: it records that upload, and its ETag is the one those parts give."""
+    return info.meta.user.get(COMPLETED_UPLOAD) == upload_id and \
         info.etag == requested_etag(requested)
 
 
