@@ -24,6 +24,11 @@ PART_LAYOUT = "squall-parts"
 # An upload whose parts go to a backend upload of its own (the cache tier's) declares its
 # id in the upload's metadata, which the entry keeps.
 COMPLETED_UPLOAD = "squall-upload"
+# Reserved user-metadata entry holding the parts' checksums of a multipart object with an
+# additional checksum (base64 values, comma-separated, in part order), for GET/HEAD
+# ?partNumber=N and GetObjectAttributes; not kept beyond MAX_PART_CHECKSUM_CHARS.
+PART_CHECKSUMS = "squall-part-checksums"
+MAX_PART_CHECKSUM_CHARS = 4096
 # Longer layouts (many parts of different sizes) are not recorded: the entry travels as
 # user metadata, which an upstream S3 service limits to 2 KiB in all.
 MAX_LAYOUT_CHARS = 1024
@@ -109,7 +114,14 @@ def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo], upload_id: str) 
     if len(runs) <= MAX_LAYOUT_CHARS:
         user[PART_LAYOUT] = runs
     user[COMPLETED_UPLOAD] = meta.user.get(COMPLETED_UPLOAD, upload_id)
+    user.pop(PART_CHECKSUMS, None)
     checksum = object_checksum(spec, parts) if spec is not None else composite_checksum(parts)
+    values = [p.checksum[1] for p in parts
+              if checksum is not None and p.checksum is not None and
+              p.checksum[0] == checksum[0]]
+    if values and len(values) == len(parts) and \
+            len(joined := ",".join(values)) <= MAX_PART_CHECKSUM_CHARS:
+        user[PART_CHECKSUMS] = joined
     return replace(meta, checksum=checksum, user=user)
 
 
@@ -137,6 +149,19 @@ def parts_count(etag: str) -> int | None:
     """N of a multipart ETag ``<hex>-N``; None for a single-part object."""
     _, dash, count = etag.rpartition("-")
     return int(count) if dash and count.isdigit() and int(count) > 0 else None
+
+
+def part_checksum(info: ObjectInfo, part_number: int) -> tuple[str, str] | None:
+    """(algorithm, base64) of part ``part_number`` of a multipart object, when its part
+    checksums were recorded at completion."""
+    raw = info.meta.user.get(PART_CHECKSUMS)
+    count = parts_count(info.etag)
+    if raw is None or info.meta.checksum is None or count is None:
+        return None
+    values = raw.split(",")
+    if len(values) != count or not 1 <= part_number <= count:
+        return None
+    return info.meta.checksum[0], values[part_number - 1]
 
 
 def part_sizes(info: ObjectInfo) -> list[int] | None:

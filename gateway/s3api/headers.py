@@ -13,7 +13,7 @@ from backends.core.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, Ran
 from backends.core.errors import InvalidDigest
 from backends.core.numbers import natural
 from backends.core.upload_checksums import UPLOAD_CHECKSUM, checksum_type
-from backends.multipart import COMPLETED_UPLOAD, PART_LAYOUT
+from backends.multipart import COMPLETED_UPLOAD, PART_CHECKSUMS, PART_LAYOUT
 from gateway.auth.acl import ACL_METADATA
 from gateway.protocol.conditions import Conditions
 from gateway.protocol.errors import (
@@ -26,7 +26,8 @@ from gateway.service.objects import CopySource
 
 MAX_USER_METADATA = 2048
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
-RESERVED_METADATA = frozenset({PART_LAYOUT, COMPLETED_UPLOAD, UPLOAD_CHECKSUM, ACL_METADATA})
+RESERVED_METADATA = frozenset({PART_LAYOUT, PART_CHECKSUMS, COMPLETED_UPLOAD, UPLOAD_CHECKSUM,
+                               ACL_METADATA})
 MAX_TAGS = 10
 _RANGE_RE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 _CONTENT_HEADERS = (

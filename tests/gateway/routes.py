@@ -25,7 +25,7 @@ class Route:
 
 def _single(tmp_path: Path, args: list[str], env: dict[str, str] | None = None
             ) -> Iterator[Route]:
-    gateway = SquallProcess(tmp_path / "gw", args, env=env).start(timeout=120)
+    gateway = SquallProcess(tmp_path / "gw", args, env=env).start()
     try:
         yield Route(gateway.endpoint, lambda _bucket, name: name)
     finally:
@@ -52,8 +52,7 @@ def route_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ro
         yield from _single(tmp_path, ["--backend", f"blobseer_like:{disks}",
                                       "--backend-bandwidth", "40MiB/s"])
     elif name == "s3-throttled":
-        upstream = SquallProcess(tmp_path / "upstream", ["--cache-size", "0"]).start(
-            timeout=120)
+        upstream = SquallProcess(tmp_path / "upstream", ["--cache-size", "0"]).start()
         try:
             yield from _single(
                 tmp_path, ["--backend", f"s3:{upstream.endpoint}", "--cache-size", "0",

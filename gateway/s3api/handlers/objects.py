@@ -6,7 +6,8 @@ from starlette.responses import Response
 
 from backends.core.base import ObjectInfo
 from backends.core.numbers import natural
-from backends.multipart import MAX_PART_NUMBER, parts_count
+from backends.core.upload_checksums import checksum_type
+from backends.multipart import MAX_PART_NUMBER, part_checksum, parts_count
 from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
@@ -111,8 +112,17 @@ def _part_number(req: S3Request) -> int | None:
 
 
 def _parts_headers(info: ObjectInfo, part: int | None) -> dict[str, str]:
+    """A part read's part count and, when recorded, the part's checksum (with the
+    object's checksum type)."""
     count = parts_count(info.etag) if part is not None else None
-    return {} if count is None else {"x-amz-mp-parts-count": str(count)}
+    if count is None or part is None:
+        return {}
+    out = {"x-amz-mp-parts-count": str(count)}
+    checksum = part_checksum(info, part)
+    if checksum is not None and info.meta.checksum is not None:
+        out[f"x-amz-checksum-{checksum[0].lower()}"] = checksum[1]
+        out["x-amz-checksum-type"] = checksum_type(info.meta.checksum[1])
+    return out
 
 
 async def get_object(req: S3Request) -> Response:
