@@ -26,9 +26,10 @@ PART_LAYOUT = "squall-parts"
 COMPLETED_UPLOAD = "squall-upload"
 # Reserved user-metadata entry holding the parts' checksums of a multipart object with an
 # additional checksum (base64 values, comma-separated, in part order), for GET/HEAD
-# ?partNumber=N and GetObjectAttributes; not kept beyond MAX_PART_CHECKSUM_CHARS.
+# ?partNumber=N and GetObjectAttributes; not kept beyond MAX_PART_CHECKSUM_CHARS (like the
+# layout, the entry travels as user metadata, which an upstream S3 service limits).
 PART_CHECKSUMS = "squall-part-checksums"
-MAX_PART_CHECKSUM_CHARS = 4096
+MAX_PART_CHECKSUM_CHARS = 512
 # Longer layouts (many parts of different sizes) are not recorded: the entry travels as
 # user metadata, which an upstream S3 service limits to 2 KiB in all.
 MAX_LAYOUT_CHARS = 1024
