@@ -104,7 +104,8 @@ class _XXHash:
         self._digest: bytes | None = None
 
     def update(self, data: bytes) -> None:
-        self._h.update(data)
+        # awscrt takes read-only buffers only: a view of a bytearray is copied.
+        self._h.update(data if isinstance(data, bytes) else bytes(data))
 
     def digest(self) -> bytes:
         if self._digest is None:
