@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,16 +50,20 @@ class S3Request:
         return request_body(_raw_stream(self.request),
                             self.headers if headers is None else headers, self.auth)
 
-    async def read_document(self, headers: Mapping[str, str] | None = None) -> bytes:
-        """A small request document (XML), fully read and verified (its checksums and its
-        ``Content-MD5``, BadDigest); bounded in size."""
+    async def read_document(self, headers: Mapping[str, str] | None = None, *,
+                            limit: int = MAX_XML_BODY,
+                            too_large: Callable[[], Exception] | None = None) -> bytes:
+        """A small request document (XML, a policy), fully read and verified (its
+        checksums and its ``Content-MD5``, BadDigest); beyond ``limit`` bytes
+        ``too_large()`` is raised (MalformedXML by default)."""
         expected_md5 = content_md5(self.headers)
         chunks: list[bytes] = []
         total = 0
         async for chunk in self.body(headers):
             total += len(chunk)
-            if total > MAX_XML_BODY:
-                raise MalformedXML("The XML document is too large.")
+            if total > limit:
+                raise too_large() if too_large is not None else \
+                    MalformedXML("The XML document is too large.")
             chunks.append(chunk)
         document = b"".join(chunks)
         if expected_md5 is not None and hashlib.md5(document).digest() != expected_md5:

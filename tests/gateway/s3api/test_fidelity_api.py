@@ -197,6 +197,9 @@ def test_content_md5_of_documents_is_checked(s3: Any, squall: SquallProcess,
                b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>",
                {"content-md5": _md5(b"other")}, payload_hash="UNSIGNED-PAYLOAD")
     assert res.status_code == 400 and b"<Code>BadDigest</Code>" in res.content
+    res = send("PUT", f"{url}?policy=", b'{"Version": "2012-10-17", "Statement": []}',
+               {"content-md5": _md5(b"other")}, payload_hash="UNSIGNED-PAYLOAD")
+    assert res.status_code == 400 and b"<Code>BadDigest</Code>" in res.content
     res = send("POST", f"{url}?delete=", meant, {"content-md5": "not-md5"},
                payload_hash="UNSIGNED-PAYLOAD")
     assert res.status_code == 400 and b"<Code>InvalidDigest</Code>" in res.content
