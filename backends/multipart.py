@@ -19,6 +19,17 @@ MAX_PART_NUMBER = 10_000
 # Reserved user-metadata entry holding a multipart object's part sizes (GET ?partNumber=N),
 # as runs ``size*count,size*count``; the S3 layer never shows it and clients cannot set it.
 PART_LAYOUT = "squall-parts"
+# Reserved user-metadata entry naming the multipart upload an object was completed from,
+# so a retried CompleteMultipartUpload of that upload is answered with the same result.
+# An upload whose parts go to a backend upload of its own (the cache tier's) declares its
+# id in the upload's metadata, which the entry keeps.
+COMPLETED_UPLOAD = "squall-upload"
+# Reserved user-metadata entry holding the parts' checksums of a multipart object with an
+# additional checksum (base64 values, comma-separated, in part order), for GET/HEAD
+# ?partNumber=N and GetObjectAttributes; not kept beyond MAX_PART_CHECKSUM_CHARS (like the
+# layout, the entry travels as user metadata, which an upstream S3 service limits).
+PART_CHECKSUMS = "squall-part-checksums"
+MAX_PART_CHECKSUM_CHARS = 512
 # Longer layouts (many parts of different sizes) are not recorded: the entry travels as
 # user metadata, which an upstream S3 service limits to 2 KiB in all.
 MAX_LAYOUT_CHARS = 1024
@@ -88,9 +99,10 @@ def composite_checksum(parts: Sequence[PartInfo]) -> tuple[str, str] | None:
     return algorithm, f"{hasher.b64digest()}-{len(parts)}"
 
 
-def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo]) -> ObjectMeta:
-    """The metadata of an object completed from ``parts``: the upload's, with the object's
-    checksum and the part layout.
+def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo], upload_id: str) -> ObjectMeta:
+    """The metadata of an object completed from ``parts`` of upload ``upload_id``: the
+    upload's, with the object's checksum, the part layout and the upload's id
+    (:data:`COMPLETED_UPLOAD`).
 
     The checksum follows the upload's declared algorithm and type
     (:mod:`backends.core.upload_checksums`); without a declaration it is the composite of the
@@ -102,14 +114,55 @@ def completed_meta(meta: ObjectMeta, parts: Sequence[PartInfo]) -> ObjectMeta:
     user = {k: v for k, v in undeclared(meta).user.items() if k != PART_LAYOUT}
     if len(runs) <= MAX_LAYOUT_CHARS:
         user[PART_LAYOUT] = runs
+    user[COMPLETED_UPLOAD] = meta.user.get(COMPLETED_UPLOAD, upload_id)
+    user.pop(PART_CHECKSUMS, None)
     checksum = object_checksum(spec, parts) if spec is not None else composite_checksum(parts)
+    values = [p.checksum[1] for p in parts
+              if checksum is not None and p.checksum is not None and
+              p.checksum[0] == checksum[0]]
+    if values and len(values) == len(parts) and \
+            len(joined := ",".join(values)) <= MAX_PART_CHECKSUM_CHARS:
+        user[PART_CHECKSUMS] = joined
     return replace(meta, checksum=checksum, user=user)
+
+
+def requested_etag(requested: Sequence[CompletedPart]) -> str | None:
+    """The multipart ETag of an object completed from the parts a request names (None if
+    an ETag named is not an MD5)."""
+    try:
+        digests = b"".join(bytes.fromhex(p.etag.strip('"')) for p in requested)
+    except ValueError:
+        return None
+    if len(digests) != 16 * len(requested) or not requested:
+        return None
+    return f"{hashlib.md5(digests).hexdigest()}-{len(requested)}"
+
+
+def completed_by(info: ObjectInfo, upload_id: str,
+                 requested: Sequence[CompletedPart]) -> bool:
+    """Whether ``info`` is the object a completion of ``upload_id`` with ``requested``
+    made: it records that upload, and its ETag is the one those parts give."""
+    return info.meta.user.get(COMPLETED_UPLOAD) == upload_id and \
+        info.etag == requested_etag(requested)
 
 
 def parts_count(etag: str) -> int | None:
     """N of a multipart ETag ``<hex>-N``; None for a single-part object."""
     _, dash, count = etag.rpartition("-")
     return int(count) if dash and count.isdigit() and int(count) > 0 else None
+
+
+def part_checksum(info: ObjectInfo, part_number: int) -> tuple[str, str] | None:
+    """(algorithm, base64) of part ``part_number`` of a multipart object, when its part
+    checksums were recorded at completion."""
+    raw = info.meta.user.get(PART_CHECKSUMS)
+    count = parts_count(info.etag)
+    if raw is None or info.meta.checksum is None or count is None:
+        return None
+    values = raw.split(",")
+    if len(values) != count or not 1 <= part_number <= count:
+        return None
+    return info.meta.checksum[0], values[part_number - 1]
 
 
 def part_sizes(info: ObjectInfo) -> list[int] | None:

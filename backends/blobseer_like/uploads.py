@@ -207,7 +207,7 @@ class Uploads:
                 chunks = tuple(c for p in chosen for c in by_number[p.part_number].chunks)
                 size = sum(p.size for p in chosen)
                 etag = multipart_etag(chosen)
-                meta = completed_meta(upload.meta, chosen)
+                meta = completed_meta(upload.meta, chosen, upload_id)
                 forget = Batch().delete_upload(upload, list(by_number))
 
                 def build(current: fmt.Version | None, seq: int, name: str,

@@ -30,7 +30,8 @@ from backends.core.regions import FileRegion, take_regions
 Body = AsyncIterator[bytes]
 
 DEFAULT_CONTENT_TYPE = "binary/octet-stream"
-CHECKSUM_ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256")
+CHECKSUM_ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "SHA512", "MD5",
+                       "XXHASH64", "XXHASH3", "XXHASH128")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
-"""S3 additional checksums (CRC32, CRC32C, CRC64NVME, SHA1, SHA256): hashers and value codecs.
+"""S3 additional checksums (CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64,
+XXHASH3, XXHASH128): hashers and value codecs.
 
-CRC32 uses :func:`zlib.crc32`; CRC32C and CRC64NVME use ``awscrt.checksums`` (hardware
-accelerated, the same library the AWS SDKs use), SHA-1/SHA-256 use :mod:`hashlib`.
+CRC32 uses :func:`zlib.crc32`; CRC32C, CRC64NVME and the xxHash family (XXH64, XXH3-64,
+XXH3-128, seed 0) use ``awscrt.checksums`` (hardware accelerated, the same library the AWS
+SDKs use), SHA-1/SHA-256/SHA-512/MD5 use :mod:`hashlib`.
 Values travel on the wire as base64 of the big-endian digest.
 """
 
@@ -27,7 +29,15 @@ DIGEST_SIZES: dict[str, int] = {
     "CRC64NVME": 8,
     "SHA1": 20,
     "SHA256": 32,
+    "SHA512": 64,
+    "MD5": 16,
+    "XXHASH64": 8,
+    "XXHASH3": 8,
+    "XXHASH128": 16,
 }
+_HASHLIB = {"SHA1": "sha1", "SHA256": "sha256", "SHA512": "sha512", "MD5": "md5"}
+_XXHASH = {"XXHASH64": _crt.XXHash.new_xxhash64, "XXHASH3": _crt.XXHash.new_xxhash3_64,
+           "XXHASH128": _crt.XXHash.new_xxhash3_128}
 
 
 class Hasher(Protocol):
@@ -83,6 +93,29 @@ class _Hash:
         return base64.b64encode(self._h.digest()).decode("ascii")
 
 
+class _XXHash:
+    """An xxHash of ``awscrt`` (finalized once, when its digest is first asked for)."""
+
+    __slots__ = ("_digest", "_h")
+    cheap = True
+
+    def __init__(self, make: Callable[[], _crt.XXHash]) -> None:
+        self._h = make()
+        self._digest: bytes | None = None
+
+    def update(self, data: bytes) -> None:
+        # awscrt takes read-only buffers only: a view of a bytearray is copied.
+        self._h.update(data if isinstance(data, bytes) else bytes(data))
+
+    def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = self._h.finalize()
+        return self._digest
+
+    def b64digest(self) -> str:
+        return base64.b64encode(self.digest()).decode("ascii")
+
+
 def new_hasher(algorithm: str) -> Hasher:
     """A fresh hasher for one of :data:`backends.core.base.CHECKSUM_ALGORITHMS` (ValueError else)."""
     if algorithm == "CRC32":
@@ -91,10 +124,10 @@ def new_hasher(algorithm: str) -> Hasher:
         return _Crc(_crt.crc32c, 4)
     if algorithm == "CRC64NVME":
         return _Crc(_crt.crc64nvme, 8)
-    if algorithm == "SHA1":
-        return _Hash("sha1")
-    if algorithm == "SHA256":
-        return _Hash("sha256")
+    if algorithm in _HASHLIB:
+        return _Hash(_HASHLIB[algorithm])
+    if algorithm in _XXHASH:
+        return _XXHash(_XXHASH[algorithm])
     raise ValueError(f"unsupported checksum algorithm: {algorithm!r}")
 
 

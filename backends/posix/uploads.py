@@ -391,7 +391,7 @@ class UploadStore:
                             [(directory / p.data, p.at, p.info.size) for p in parts])
                 return await commit_shielded(staged, self._finish(
                     bucket, upload_id, path, staged, st, multipart_etag(chosen),
-                    completed_meta(upload.meta, chosen), if_match,
+                    completed_meta(upload.meta, chosen, upload_id), if_match,
                     if_none_match))
             finally:
                 await staged.discard()

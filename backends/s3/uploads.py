@@ -180,14 +180,28 @@ class Uploads:
         Also returns the metadata to write onto the object when it must carry a checksum
         (the upload declared one, or was created with one), else None.
         """
-        stored = await self._stored_parts(bucket, key, upload_id)
+        try:
+            stored = await self._stored_parts(bucket, key, upload_id)
+        except NoSuchUpload:  # a retry of a completed upload: the upstream knows (S3 does)
+            return await self._send_complete(bucket, key, upload_id, parts, {}), None
         chosen = check_completion(parts, stored, min_part_size=self._up.config.min_part_size)
         created = self._metas.get(upload_id)
         wanted = None
         if created is not None and (upload_checksum(created) is not None
                                     or created.checksum is not None):
-            wanted = completed_meta(created, chosen)
+            wanted = completed_meta(created, chosen, upload_id)
         conditions = await self._up.conditions(bucket, key, if_match, if_none_match)
+        info = await self._send_complete(bucket, key, upload_id, parts, conditions)
+        self._checksums.pop(upload_id, None)
+        self._metas.pop(upload_id, None)
+        if wanted is None or wanted.checksum is None:
+            return info, None
+        return info, replace(info.meta, checksum=wanted.checksum)
+
+    async def _send_complete(self, bucket: str, key: str, upload_id: str,
+                             parts: Sequence[CompletedPart],
+                             conditions: dict[str, str]) -> ObjectInfo:
+        """CompleteMultipartUpload upstream; the object it made."""
         client = await self._up.client()
         with upstream(bucket, key, upload_id):
             done = await client.complete_multipart_upload(
@@ -195,14 +209,9 @@ class Uploads:
                 MultipartUpload={"Parts": [{"PartNumber": p.part_number,
                                             "ETag": f'"{p.etag.strip(chr(34))}"'}
                                            for p in parts]})
-        self._checksums.pop(upload_id, None)
-        self._metas.pop(upload_id, None)
         etag = str(done["ETag"]).strip('"')
         info = (await self._up.head(bucket, key)).info
-        info = info if info.etag == etag else replace(info, etag=etag)
-        if wanted is None or wanted.checksum is None:
-            return info, None
-        return info, replace(info.meta, checksum=wanted.checksum)
+        return info if info.etag == etag else replace(info, etag=etag)
 
     async def abort(self, bucket: str, key: str, upload_id: str) -> None:
         await self._check_upload(bucket, key, upload_id)

@@ -6,6 +6,7 @@ import asyncio
 import base64
 from typing import Any
 
+from backends.core.conditions import check_write_etag, etag_matches
 from backends.core.errors import NoSuchBucket, NoSuchKey, PreconditionFailed
 from backends.locks import NamedLocks
 from backends.s3.client import ClientHolder
@@ -119,24 +120,35 @@ class Upstream:
         return described
 
     async def if_match_etag(self, bucket: str, key: str, if_match: str) -> str:
-        """The upstream ETag to send as If-Match for a client's ``if_match`` (Squall ETag).
+        """The upstream ETag to send as If-Match for a client's ``if_match`` (Squall ETags).
 
         Squall's ETag of an object may be kept in metadata (see :mod:`backends.s3.meta`),
         so it is compared here and the upstream ETag it stands for is forwarded: the write
         still fails upstream if the object changes in between.
         """
         described = await self.head(bucket, key, with_tags=False)
-        wanted = if_match.strip().strip('"')
-        if wanted != "*" and described.info.etag != wanted:
+        if not etag_matches(if_match, described.info.etag):
             raise PreconditionFailed()
         return described.upstream_etag
 
     async def conditions(self, bucket: str, key: str, if_match: str | None,
                          if_none_match: str | None) -> dict[str, str]:
-        """IfMatch / IfNoneMatch parameters for a conditional write."""
+        """IfMatch / IfNoneMatch parameters for a conditional write.
+
+        An If-None-Match naming ETags is decided here against the current object, whose
+        upstream ETag is then sent as IfMatch (no object: IfNoneMatch ``*``), so the write
+        still fails upstream if the object changes in between."""
         params: dict[str, str] = {}
         if if_match is not None:
             params["IfMatch"] = f'"{await self.if_match_etag(bucket, key, if_match)}"'
-        if if_none_match is not None:
-            params["IfNoneMatch"] = if_none_match.strip()
+        if if_none_match is not None and if_none_match.strip() == "*":
+            params["IfNoneMatch"] = "*"
+        elif if_none_match is not None:
+            try:
+                described = await self.head(bucket, key, with_tags=False)
+            except NoSuchKey:
+                params["IfNoneMatch"] = "*"
+            else:
+                check_write_etag(bucket, key, described.info.etag, None, if_none_match)
+                params.setdefault("IfMatch", f'"{described.upstream_etag}"')
         return params

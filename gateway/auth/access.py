@@ -133,6 +133,24 @@ class AccessControl:
                                    await self.bucket(src_bucket), where)
         return settings
 
+    async def check_expected_owners(self, operation: str, bucket: str,
+                                    headers: Mapping[str, str],
+                                    settings: BucketAccess | None) -> None:
+        """``x-amz-expected-bucket-owner`` (every bucket and object operation) and
+        ``x-amz-source-expected-bucket-owner`` (CopyObject, UploadPartCopy): AccessDenied
+        unless the bucket's owner has that canonical id, for every caller, the admin
+        included. ``settings``: the bucket's, when already read."""
+        expected = headers.get("x-amz-expected-bucket-owner")
+        if expected is not None and bucket and ACTIONS[operation].scope is not Scope.SERVICE:
+            owner = (settings or await self.bucket(bucket)).owner
+            if expected.strip() != owner:
+                raise AccessDenied()
+        expected = headers.get("x-amz-source-expected-bucket-owner")
+        source = _copy_source(headers) if operation in _COPIES else None
+        if expected is not None and source is not None and \
+                expected.strip() != (await self.bucket(source[0])).owner:
+            raise AccessDenied()
+
     async def _anonymous_may_delete(self, bucket: str, settings: BucketAccess) -> bool:
         """Whether an anonymous DeleteObjects could delete anything: a bucket policy
         (decided key by key) or a public WRITE grant the block does not ignore."""

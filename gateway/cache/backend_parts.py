@@ -36,7 +36,7 @@ from backends.core.errors import (
     ServiceUnavailable,
     SlowDown,
 )
-from backends.multipart import multipart_etag
+from backends.multipart import COMPLETED_UPLOAD, multipart_etag
 from gateway.cache.entry import BackendPart, Part, Segment, Upload
 from gateway.cache.index import Batch
 from gateway.cache.readers import backend_body
@@ -152,7 +152,9 @@ class BackendParts:
                 return upload.backend_upload_id
             bk = (upload.bucket, upload.key)
             with store.creating_backend_upload(bk):  # hidden before its id is known
-                created = await self._native.create_multipart_upload(*bk, meta=upload.meta)
+                created = await self._native.create_multipart_upload(
+                    *bk, meta=replace(upload.meta, user={**upload.meta.user,
+                                                         COMPLETED_UPLOAD: upload_id}))
                 try:
                     await self._record(upload_id, created.upload_id)
                 except BaseException:

@@ -322,7 +322,7 @@ class CachedUploads:
             entry = Entry(bucket=upload.bucket, key=upload.key, state=EntryState.DIRTY,
                           seq=store.next_seq(), size=sum(s.size for s in segments),
                           etag=multipart_etag(chosen),
-                          meta=completed_meta(upload.meta, chosen),
+                          meta=completed_meta(upload.meta, chosen, upload.upload_id),
                           segments=segments, last_modified=now, dirty_since=now)
             batch = self._removal(upload)
             if orphan is not None:

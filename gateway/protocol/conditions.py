@@ -6,13 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backends.core.base import ObjectInfo
+from backends.core.conditions import etag_matches as _etag_matches
 from backends.core.errors import PreconditionFailed
 from gateway.protocol.errors import NotModified
-
-
-def _etag_matches(header: str, etag: str) -> bool:
-    candidates = [c.strip() for c in header.split(",")]
-    return any(c == "*" or c.removeprefix("W/").strip('"') == etag for c in candidates)
 
 
 @dataclass(frozen=True, slots=True)

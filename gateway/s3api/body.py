@@ -34,6 +34,9 @@ from gateway.s3api.chunked import HASH_OFFLOAD_BYTES, AwsChunkedDecoder
 from gateway.s3api.sigv4 import AuthContext, PayloadMode
 
 _CHECKSUM_PREFIX = "x-amz-checksum-"
+#: ``x-amz-checksum-*`` headers that carry no checksum value
+_NOT_VALUES = frozenset({"x-amz-checksum-algorithm", "x-amz-checksum-type",
+                         "x-amz-checksum-mode"})
 _MULTIPLE = ("Expecting a single x-amz-checksum- header. Multiple checksum Types are not "
              "allowed.")
 _UNSUPPORTED = ("Checksum algorithm provided is unsupported. Please try again with any of the "
@@ -176,10 +179,11 @@ def checksum_plan(headers: Mapping[str, str], mode: PayloadMode) -> ChecksumPlan
     """
     values: list[tuple[str, str, str]] = []
     for name, value in headers.items():
-        if name.startswith(_CHECKSUM_PREFIX):
+        if name.startswith(_CHECKSUM_PREFIX) and name not in _NOT_VALUES:
             algorithm = algorithm_from_header_name(name)
-            if algorithm is not None:
-                values.append((algorithm, name, value))
+            if algorithm is None:  # never ignored: the client asked for a check
+                raise InvalidRequest(_UNSUPPORTED)
+            values.append((algorithm, name, value))
     trailers: list[tuple[str, str]] = []
     announced = headers.get("x-amz-trailer")
     if announced is not None:

@@ -106,15 +106,13 @@ def part_checksums(node: Element) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def checksum_elements(checksum: tuple[str, str] | None, *, with_type: bool = True,
-                      bare: bool = False) -> str:
-    """``<Checksum<ALG>>`` (and ``<ChecksumType>``) for a stored checksum; ``bare`` drops a
-    composite value's ``-N`` suffix."""
+def checksum_elements(checksum: tuple[str, str] | None, *, with_type: bool = True) -> str:
+    """``<Checksum<ALG>>`` (and ``<ChecksumType>``) for a stored checksum (a composite
+    value with its ``-N`` suffix)."""
     if checksum is None:
         return ""
     algorithm, value = checksum
-    shown = value.rsplit("-", 1)[0] if bare else value
-    out = el(f"Checksum{algorithm}", shown)
+    out = el(f"Checksum{algorithm}", value)
     return out + el("ChecksumType", checksum_type(value)) if with_type else out
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect, Request
 
-from backends.core.errors import IncompleteBody
+from backends.core.errors import BadDigest, IncompleteBody
 from backends.core.numbers import INT32_MAX, integer
 from gateway.auth.users import User
 from gateway.protocol.errors import InvalidArgument, MalformedXML
 from gateway.s3api.body import RequestBody, request_body
+from gateway.s3api.headers import content_md5
 from gateway.s3api.sigv4 import AuthContext
 from gateway.service.objects import ObjectService
 
@@ -49,16 +51,25 @@ class S3Request:
         return request_body(_raw_stream(self.request),
                             self.headers if headers is None else headers, self.auth)
 
-    async def read_document(self, headers: Mapping[str, str] | None = None) -> bytes:
-        """A small request document (XML), fully read and verified; bounded in size."""
+    async def read_document(self, headers: Mapping[str, str] | None = None, *,
+                            limit: int = MAX_XML_BODY,
+                            too_large: Callable[[], Exception] | None = None) -> bytes:
+        """A small request document (XML, a policy), fully read and verified (its
+        checksums and its ``Content-MD5``, BadDigest); beyond ``limit`` bytes
+        ``too_large()`` is raised (MalformedXML by default)."""
+        expected_md5 = content_md5(self.headers)
         chunks: list[bytes] = []
         total = 0
         async for chunk in self.body(headers):
             total += len(chunk)
-            if total > MAX_XML_BODY:
-                raise MalformedXML("The XML document is too large.")
+            if total > limit:
+                raise too_large() if too_large is not None else \
+                    MalformedXML("The XML document is too large.")
             chunks.append(chunk)
-        return b"".join(chunks)
+        document = b"".join(chunks)
+        if expected_md5 is not None and hashlib.md5(document).digest() != expected_md5:
+            raise BadDigest("The Content-MD5 you specified did not match what we received.")
+        return document
 
     def int_query(self, name: str, default: int, *, low: int = 0,
                   high: int | None = None) -> int:

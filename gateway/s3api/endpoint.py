@@ -208,6 +208,10 @@ class S3Endpoint:
                 req.bucket_access = await self._access.authorize(
                     user, operation, target.bucket, target.key, query=query,
                     headers=headers, source_ip=source_ip, secure=secure)
+            if self._access is not None and ("x-amz-expected-bucket-owner" in headers or
+                                             "x-amz-source-expected-bucket-owner" in headers):
+                await self._access.check_expected_owners(operation, target.bucket, headers,
+                                                         req.bucket_access)
             if self._qos_gates:
                 response = await self._paced(req)
             else:

@@ -13,7 +13,7 @@ from backends.core.base import DEFAULT_CONTENT_TYPE, ObjectInfo, ObjectMeta, Ran
 from backends.core.errors import InvalidDigest
 from backends.core.numbers import natural
 from backends.core.upload_checksums import UPLOAD_CHECKSUM, checksum_type
-from backends.multipart import PART_LAYOUT
+from backends.multipart import COMPLETED_UPLOAD, PART_CHECKSUMS, PART_LAYOUT
 from gateway.auth.acl import ACL_METADATA
 from gateway.protocol.conditions import Conditions
 from gateway.protocol.errors import (
@@ -32,8 +32,8 @@ MAX_USER_METADATA = 2048
 WEBSITE_REDIRECT = "squall-website-redirect"
 STORAGE_CLASS = "squall-storage-class"
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
-RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM, ACL_METADATA, WEBSITE_REDIRECT,
-                               STORAGE_CLASS})
+RESERVED_METADATA = frozenset({PART_LAYOUT, PART_CHECKSUMS, COMPLETED_UPLOAD, UPLOAD_CHECKSUM,
+                               ACL_METADATA, WEBSITE_REDIRECT, STORAGE_CLASS})
 #: S3's storage classes: each is recorded and reported; every object is served at once
 #: (there is no archive tier to restore from)
 STORAGE_CLASSES = frozenset({"STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA",

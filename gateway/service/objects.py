@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -37,6 +38,7 @@ from backends.core.errors import (
     InvalidRange,
     InvalidRequestForObject,
     NoSuchKey,
+    NoSuchUpload,
     NoSuchVersion,
     NotImplementedByBackend,
     StorageError,
@@ -51,7 +53,7 @@ from backends.core.upload_checksums import (
     object_checksum,
     upload_checksum,
 )
-from backends.multipart import PART_LAYOUT, check_completion, last_of_repeats
+from backends.multipart import PART_LAYOUT, check_completion, completed_by, last_of_repeats
 from gateway.cache.keyguard import WriteGuard
 from gateway.cluster.keyops import DeleteAnswer, KeyOwners
 from gateway.lifecycle import rules as lifecycle
@@ -79,6 +81,8 @@ from gateway.versioning.records import (
 )
 
 NO_CONDITIONS = Conditions()
+#: How long a retried CompleteMultipartUpload is answered with the first one's result.
+COMPLETED_UPLOAD_MEMORY = 24 * 3600.0
 _PART_READ_ATTEMPTS = 3
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -645,8 +649,29 @@ class ObjectService:
         async def complete() -> ObjectInfo:
             return await multipart.complete_multipart_upload(
                 bucket, key, upload_id, parts, if_match=if_match, if_none_match=if_none_match)
-        async with self._guard.writing((bucket, key)):
-            return await self._versions.stamp_completed(bucket, key, complete)
+        try:
+            async with self._guard.writing((bucket, key)):
+                return await self._versions.stamp_completed(bucket, key, complete)
+        except NoSuchUpload:
+            done = await self._completed(bucket, key, upload_id, parts)
+            if done is None:
+                raise
+            return done
+
+    async def _completed(self, bucket: str, key: str, upload_id: str,
+                         parts: Sequence[CompletedPart]) -> ObjectInfo | None:
+        """The object an earlier completion of ``upload_id`` with ``parts`` made, if it is
+        still the key's current object and was completed less than
+        :data:`COMPLETED_UPLOAD_MEMORY` seconds ago: S3 answers a retried completion with
+        the result of the first (an SDK retries one whose answer it did not get)."""
+        try:
+            info = await self._versions.head(bucket, key)
+        except (NoSuchKey, NoSuchVersion):
+            return None
+        if time.time() - info.last_modified > COMPLETED_UPLOAD_MEMORY or \
+                not completed_by(info, upload_id, parts):
+            return None
+        return info
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         await self._multipart().abort_multipart_upload(bucket, key, upload_id)

@@ -136,9 +136,11 @@ def test_conditional_puts_through_the_cli(gateway: SquallProcess, tmp_path: Path
     missing = aws("s3api", "put-object", "--bucket", bucket, "--key", "nothing", "--body",
                   str(src), "--if-match", first["ETag"], ok=False)
     assert "(NoSuchKey)" in missing.stderr
-    # S3 implements If-None-Match: * only on writes; an ETag there is 501 NotImplemented.
+    # If-None-Match with the current ETag (RFC 9110): 412; with another, the write proceeds.
     etag = aws("s3api", "put-object", "--bucket", bucket, "--key", "k", "--body", str(src),
                "--if-none-match", first["ETag"], ok=False)
-    assert "(NotImplemented)" in etag.stderr
+    assert "(PreconditionFailed)" in etag.stderr
+    aws("s3api", "put-object", "--bucket", bucket, "--key", "k2", "--body", str(src),
+        "--if-none-match", first["ETag"])
     aws("s3api", "put-object", "--bucket", bucket, "--key", "k", "--body", str(src),
         "--if-match", first["ETag"])

@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,8 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 
 from tests.conftest import make_client
-from tests.gateway.cluster.conftest import Cluster
+from tests.gateway.routes import Route, route_fixture  # noqa: F401 (the fixture)
 from tests.gateway.s3api.clients.helpers import make_aws, new_bucket_name, payload
-from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 MiB = 1024 * 1024
 PART = 8 * MiB
@@ -39,62 +36,6 @@ def composite_crc32(data: bytes, part: int) -> str:
     raw = b"".join(zlib.crc32(data[i:i + part]).to_bytes(4, "big")
                    for i in range(0, len(data), part))
     return f"{crc32(raw)}-{-(-len(data) // part)}"
-
-
-@dataclass
-class Route:
-    """Where the clients send their requests, and a key that takes the route."""
-
-    endpoint: str
-    key: Callable[[str, str], str]  # (bucket, name) -> a key
-
-
-def _single(tmp_path: Path, args: list[str], env: dict[str, str] | None = None
-            ) -> Iterator[Route]:
-    gateway = SquallProcess(tmp_path / "gw", args, env=env).start()
-    try:
-        yield Route(gateway.endpoint, lambda _bucket, name: name)
-    finally:
-        gateway.stop()
-
-
-ROUTES: dict[str, list[str]] = {
-    "throttled-bandwidth-no-cache": ["--cache-size", "0", "--backend-bandwidth", "40MiB/s"],
-    "throttled-iops-cache": ["--backend-iops", "50"],
-    "cache-admitted": ["--cache-admission", "cache", "--backend-bandwidth", "100MiB/s"],
-    "cache-bypassed": ["--cache-size", "0"],
-    "workers": ["--workers", "2", "--backend-bandwidth", "100MiB/s"],
-}
-
-
-@pytest.fixture(params=[*ROUTES, "blobseer-throttled", "s3-throttled", "cluster-forwarded"])
-def route(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Route]:
-    name = request.param
-    if name in ROUTES:
-        yield from _single(tmp_path, ROUTES[name])
-    elif name == "blobseer-throttled":
-        disks = ",".join(str(tmp_path / f"disk{i}") for i in range(3))
-        yield from _single(tmp_path, ["--backend", f"blobseer_like:{disks}",
-                                      "--backend-bandwidth", "40MiB/s"])
-    elif name == "s3-throttled":
-        upstream = SquallProcess(tmp_path / "upstream", ["--cache-size", "0"]).start()
-        try:
-            yield from _single(
-                tmp_path, ["--backend", f"s3:{upstream.endpoint}", "--cache-size", "0",
-                           "--backend-bandwidth", "40MiB/s"],
-                env={"SQUALL_UPSTREAM_ACCESS_KEY": ACCESS_KEY,
-                     "SQUALL_UPSTREAM_SECRET_KEY": SECRET_KEY})
-        finally:
-            upstream.stop()
-    else:
-        (tmp_path / "cluster").mkdir()
-        cluster = Cluster(tmp_path / "cluster", size=2,
-                          args=["--backend-bandwidth", "40MiB/s"]).start()
-        try:  # every key is owned by member 1 and sent to member 0
-            yield Route(cluster.nodes[0].endpoint,
-                        lambda bucket, name: cluster.key_owned_by(1, bucket, name))
-        finally:
-            cluster.stop()
 
 
 def _checksum_of(head: dict[str, Any]) -> tuple[str | None, str | None]:

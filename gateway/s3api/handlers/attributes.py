@@ -6,7 +6,7 @@ from starlette.responses import Response
 
 from backends.core.base import ObjectInfo
 from backends.core.numbers import INT32_MAX, natural
-from backends.multipart import part_sizes, parts_count
+from backends.multipart import part_checksum, part_sizes, parts_count
 from gateway.protocol.errors import InvalidArgument, NotModified
 from gateway.protocol.responses import empty_response, xml_response
 from gateway.protocol.xml import el, opt
@@ -40,17 +40,23 @@ def _int_header(req: S3Request, name: str, default: int) -> int:
     return value
 
 
+def _part_checksum(info: ObjectInfo, number: int) -> str:
+    checksum = part_checksum(info, number)
+    return "" if checksum is None else el(f"Checksum{checksum[0]}", checksum[1])
+
+
 def _object_parts(info: ObjectInfo, max_parts: int, marker: int) -> str:
     """``<ObjectParts>`` of a multipart object ("" for a single-part one). As on S3, the
     ``<Part>`` entries are listed only for an object with an additional checksum; the part
-    sizes are the ones recorded at completion."""
+    sizes and checksums are the ones recorded at completion."""
     count = parts_count(info.etag)
     if count is None:
         return ""
     sizes = part_sizes(info) if info.meta.checksum is not None else None
     numbers = [n for n in range(1, count + 1) if n > marker] if sizes is not None else []
     page, truncated = numbers[:max_parts], len(numbers) > max_parts
-    items = "".join(f"<Part>{el('PartNumber', n)}{el('Size', sizes[n - 1])}</Part>"
+    items = "".join(f"<Part>{el('PartNumber', n)}{el('Size', sizes[n - 1])}"
+                    f"{_part_checksum(info, n)}</Part>"
                     for n in page) if sizes is not None else ""
     return ("<ObjectParts>" + el("PartsCount", count) + el("PartNumberMarker", marker)
             + opt("NextPartNumberMarker", page[-1] if truncated and page else None)
@@ -77,8 +83,8 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ETag" in names:
         out.append(el("ETag", info.etag))
     if "Checksum" in names and info.meta.checksum is not None:
-        # A composite value is shown without its "-N" (the part count is in ObjectParts).
-        out.append("<Checksum>" + checksum_elements(info.meta.checksum, bare=True)
+        # A composite value with its "-N", as Complete, HeadObject and GetObject show it.
+        out.append("<Checksum>" + checksum_elements(info.meta.checksum)
                    + "</Checksum>")
     if "ObjectParts" in names:
         out.append(_object_parts(info, max_parts, marker))

@@ -14,7 +14,7 @@ from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
 from gateway.s3api.context import S3Request, object_url
 from gateway.s3api.handlers import acl
-from gateway.s3api.handlers.objects import write_headers, write_if_none_match
+from gateway.s3api.handlers.objects import write_headers
 
 
 def _upload_id(req: S3Request) -> str:
@@ -79,7 +79,7 @@ async def complete_multipart_upload(req: S3Request) -> Response:
     if_match = req.headers.get("if-match")
     info = await req.service.complete_multipart_upload(
         req.bucket, req.key, _upload_id(req), requested,
-        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req),
+        if_match=if_match, if_none_match=req.headers.get("if-none-match"),
         checksum_type=checksum_type, checksum=expected)
     parts = [el("Location", object_url(req)), el("Bucket", req.bucket),
              el("Key", req.key), el("ETag", f'"{info.etag}"'),

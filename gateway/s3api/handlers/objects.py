@@ -6,12 +6,12 @@ from starlette.responses import Response
 
 from backends.core.base import ObjectInfo
 from backends.core.numbers import natural
-from backends.multipart import MAX_PART_NUMBER, parts_count
+from backends.core.upload_checksums import checksum_type
+from backends.multipart import MAX_PART_NUMBER, part_checksum, parts_count
 from gateway.protocol.errors import (
     InvalidArgument,
     InvalidRequest,
     MissingContentLength,
-    NotImplementedOperation,
     NotModified,
 )
 from gateway.protocol.parts import part_range
@@ -51,16 +51,6 @@ def write_headers(info: ObjectInfo) -> dict[str, str]:
     return out
 
 
-def write_if_none_match(req: S3Request) -> str | None:
-    """``If-None-Match`` of a write: S3 implements ``*`` only (an ETag is NotImplemented)."""
-    value = req.headers.get("if-none-match")
-    if value is not None and value.strip() != "*":
-        raise NotImplementedOperation("A header you provided implies functionality that is "
-                                      "not implemented: If-None-Match on a write accepts "
-                                      "only '*'.")
-    return value
-
-
 async def put_object(req: S3Request) -> Response:
     if "content-length" not in req.headers and "x-amz-decoded-content-length" not in \
             req.headers and "chunked" not in req.headers.get("transfer-encoding", ""):
@@ -80,13 +70,13 @@ async def put_object(req: S3Request) -> Response:
                     if v is not None}
         info = await req.service.append_object(
             req.bucket, req.key, offset, req.body(), meta=h.object_meta(req.headers),
-            if_match=if_match.strip('"') if if_match else None, reserved=reserved)
+            if_match=if_match, reserved=reserved)
         return empty_response(200, write_headers(info))
     info = await req.service.put_object(
         req.bucket, req.key, req.body(),
         meta=await acl.with_object_acl(req, h.object_meta(req.headers)),
         content_md5=h.content_md5(req.headers),
-        if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req))
+        if_match=if_match, if_none_match=req.headers.get("if-none-match"))
     return empty_response(200, write_headers(info))
 
 
@@ -122,8 +112,17 @@ def _part_number(req: S3Request) -> int | None:
 
 
 def _parts_headers(info: ObjectInfo, part: int | None) -> dict[str, str]:
+    """A part read's part count and, when recorded, the part's checksum (with the
+    object's checksum type)."""
     count = parts_count(info.etag) if part is not None else None
-    return {} if count is None else {"x-amz-mp-parts-count": str(count)}
+    if count is None or part is None:
+        return {}
+    out = {"x-amz-mp-parts-count": str(count)}
+    checksum = part_checksum(info, part)
+    if checksum is not None and info.meta.checksum is not None:
+        out[f"x-amz-checksum-{checksum[0].lower()}"] = checksum[1]
+        out["x-amz-checksum-type"] = checksum_type(info.meta.checksum[1])
+    return out
 
 
 async def get_object(req: S3Request) -> Response:

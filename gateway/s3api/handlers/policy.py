@@ -17,14 +17,8 @@ MAX_POLICY_BODY = 4 * MAX_POLICY_SIZE
 
 
 async def _read_policy(req: S3Request) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in req.body():
-        total += len(chunk)
-        if total > MAX_POLICY_BODY:
-            raise MalformedPolicy("Policy exceeds the maximum allowed document size.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await req.read_document(limit=MAX_POLICY_BODY, too_large=lambda: MalformedPolicy(
+        "Policy exceeds the maximum allowed document size."))
 
 
 async def put_bucket_policy(req: S3Request) -> Response:

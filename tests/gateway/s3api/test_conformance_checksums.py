@@ -140,7 +140,7 @@ def test_composite_upload_completes_with_the_clients_checksum(
     attrs = s3.get_object_attributes(Bucket=bucket, Key="m",
                                      ObjectAttributes=["ETag", "Checksum", "ObjectParts",
                                                        "ObjectSize"])
-    assert attrs["Checksum"] == {field: mine, "ChecksumType": "COMPOSITE"}
+    assert attrs["Checksum"] == {field: expected, "ChecksumType": "COMPOSITE"}
     assert attrs["ObjectSize"] == sum(len(p) for p in PARTS)
     parts = attrs["ObjectParts"]
     assert parts["TotalPartsCount"] == len(PARTS)
@@ -166,7 +166,8 @@ def test_composite_upload_through_the_cli(s3: Any, aws: Cli, bucket: str,
     assert out["ChecksumType"] == "COMPOSITE"
     attrs = json.loads(aws("s3api", "get-object-attributes", "--bucket", bucket, "--key",
                            "cli", "--object-attributes", "Checksum", "ObjectParts").stdout)
-    assert attrs["Checksum"] == {"ChecksumSHA256": mine, "ChecksumType": "COMPOSITE"}
+    assert attrs["Checksum"] == {"ChecksumSHA256": f"{mine}-{len(PARTS)}",
+                                 "ChecksumType": "COMPOSITE"}
     assert attrs["ObjectParts"]["TotalPartsCount"] == len(PARTS)
 
 

@@ -158,12 +158,15 @@ def test_conditional_complete(s3, bucket: str) -> None:
     with pytest.raises(ClientError) as exc:
         s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
                                      MultipartUpload={"Parts": parts},
-                                     IfNoneMatch=done["ETag"])
-    assert code_of(exc) == ("NotImplemented", 501)
+                                     IfNoneMatch=f'"0000", {done["ETag"]}')
+    assert code_of(exc) == ("PreconditionFailed", 412)
     # The upload survived the refusals and completes when the condition holds.
     s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
                                  MultipartUpload={"Parts": parts}, IfMatch=done["ETag"])
     assert s3.get_object(Bucket=bucket, Key="c")["Body"].read() == b"mp"
+    upload, parts = _upload_one_part(s3, bucket, "c")  # another ETag: the write proceeds
+    s3.complete_multipart_upload(Bucket=bucket, Key="c", UploadId=upload,
+                                 MultipartUpload={"Parts": parts}, IfNoneMatch='"0000"')
     upload, parts = _upload_one_part(s3, bucket, "fresh")
     with pytest.raises(ClientError) as exc:
         s3.complete_multipart_upload(Bucket=bucket, Key="fresh", UploadId=upload,

@@ -261,7 +261,18 @@ def test_conditional_put_edge_cases(s3, bucket: str) -> None:
         s3.put_object(Bucket=bucket, Key="absent", Body=b"x", IfMatch='"0000"')
     assert code_of(exc) == ("NoSuchKey", 404)
     etag = s3.put_object(Bucket=bucket, Key="p", Body=b"v1")["ETag"]
-    with pytest.raises(ClientError) as exc:  # S3 implements If-None-Match: * only
-        s3.put_object(Bucket=bucket, Key="p", Body=b"v2", IfNoneMatch=etag)
-    assert code_of(exc) == ("NotImplemented", 501)
+    # If-None-Match with ETags (RFC 9110): 412 when one names the current object.
+    for value in (etag, etag.strip('"'), f'"0000", {etag}', f'W/{etag}'):
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket=bucket, Key="p", Body=b"v2", IfNoneMatch=value)
+        assert code_of(exc) == ("PreconditionFailed", 412)
     assert s3.get_object(Bucket=bucket, Key="p")["Body"].read() == b"v1"
+    s3.put_object(Bucket=bucket, Key="p", Body=b"v2", IfNoneMatch='"0000", "1111"')
+    s3.put_object(Bucket=bucket, Key="new", Body=b"n", IfNoneMatch=etag)
+    assert s3.get_object(Bucket=bucket, Key="p")["Body"].read() == b"v2"
+    with pytest.raises(ClientError) as exc:  # If-Match lists: none names the object
+        s3.put_object(Bucket=bucket, Key="p", Body=b"v3", IfMatch=f'"0000", {etag}')
+    assert code_of(exc) == ("PreconditionFailed", 412)
+    current = s3.head_object(Bucket=bucket, Key="p")["ETag"]
+    s3.put_object(Bucket=bucket, Key="p", Body=b"v3", IfMatch=f'"0000", {current}')
+    assert s3.get_object(Bucket=bucket, Key="p")["Body"].read() == b"v3"
