@@ -49,7 +49,7 @@ def _register(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = missing_extra(exc)
+        extra = missing_extra(exc, module_name)
         if extra is None:
             raise
         for name in commands:
@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return runners[args.command](args)
     except ImportError as exc:  # an extra's module imported by the command as it runs
-        extra = missing_extra(exc)
+        module_of = {c: m for m, names in COMMAND_MODULES.items() for c in names}
+        extra = missing_extra(exc, module_of.get(args.command))
         if extra is None:
             raise
         print(install_hint(args.command, extra), file=sys.stderr)
