@@ -107,6 +107,10 @@ class InvalidTag(ProtocolError):
     """The tag provided was not a valid tag."""
 
 
+class InvalidStorageClass(ProtocolError):
+    """The storage class you specified is not valid."""
+
+
 class NoSuchTagSet(ProtocolError):
     """The TagSet does not exist."""
 
@@ -171,6 +175,7 @@ _TABLE: dict[type[BaseException], S3ErrorSpec] = {
     MethodNotAllowed: S3ErrorSpec("MethodNotAllowed", 405),
     NotImplementedOperation: S3ErrorSpec("NotImplemented", 501),
     InvalidTag: S3ErrorSpec("InvalidTag", 400),
+    InvalidStorageClass: S3ErrorSpec("InvalidStorageClass", 400),
     NoSuchTagSet: S3ErrorSpec("NoSuchTagSet", 404),
     InternalError: S3ErrorSpec("InternalError", 500),
     # refused by the HTTP protocol before the application (gateway.http.limits)

@@ -19,6 +19,7 @@ from gateway.protocol.conditions import Conditions
 from gateway.protocol.errors import (
     InvalidArgument,
     InvalidCopySource,
+    InvalidStorageClass,
     InvalidTag,
     MetadataTooLarge,
 )
@@ -70,8 +71,22 @@ def _content_encoding(value: str | None) -> str | None:
     return ", ".join(kept) or None
 
 
+#: the storage classes S3 names; every object is kept alike here (and reported STANDARD)
+STORAGE_CLASSES = frozenset({
+    "STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+    "GLACIER", "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE"})
+
+
+def check_storage_class(headers: Mapping[str, str]) -> None:
+    """InvalidStorageClass for an ``x-amz-storage-class`` S3 does not know."""
+    value = headers.get("x-amz-storage-class")
+    if value is not None and value not in STORAGE_CLASSES:
+        raise InvalidStorageClass("The storage class you specified is not valid")
+
+
 def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> ObjectMeta:
     """ObjectMeta from PutObject / CreateMultipartUpload / CopyObject(REPLACE) headers."""
+    check_storage_class(headers)
     user = {name[11:]: value for name, value in headers.items()
             if name.startswith("x-amz-meta-") and name[11:] not in RESERVED_METADATA}
     if sum(len(k) + len(v) for k, v in user.items()) > MAX_USER_METADATA:
@@ -100,7 +115,10 @@ def check_tags(tags: Mapping[str, str], *, limit: int = MAX_TAGS,
 def parse_tagging_header(value: str | None) -> dict[str, str]:
     if not value:
         return {}
-    pairs = urllib.parse.parse_qsl(value, keep_blank_values=True)
+    try:
+        pairs = urllib.parse.parse_qsl(value, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidTag("The TagValue you have provided is invalid") from None
     tags = dict(pairs)
     if len(tags) != len(pairs):
         raise InvalidTag("Cannot provide multiple Tags with the same key")
