@@ -116,7 +116,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
     from gateway.config.preflight import preflight
+    from gateway.dashboard.access import with_run_token
 
+    settings = with_run_token(settings)  # the dashboard's way in (docs/dashboard.md)
     os.umask(0o077)  # files and directories the gateway creates: 0600 / 0700
     try:
         if settings.workers_auto:
