@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import make_client
 from tests.support.server import SquallProcess
-from tests.support.tmpfs import small_filesystem
+from tests.support.tmpfs import fill, small_filesystem
 
 
 @pytest.fixture
@@ -67,13 +67,7 @@ def test_a_full_backend_behind_the_cache_makes_health_degraded(tmp_path: Path,
         s3 = make_client(server.endpoint)
         s3.create_bucket(Bucket="full")
         filler = small_disk / "filler"
-        with open(filler, "wb") as f:  # another tool fills the backend's file system
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        fill(filler)  # another tool fills the backend's file system
         for i in range(8):
             s3.put_object(Bucket="full", Key=f"k{i}", Body=bytes([i]) * (256 * 1024))
         health = _wait_health(server, lambda h: h.status_code == 503)
