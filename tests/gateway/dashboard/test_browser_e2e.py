@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -156,6 +157,9 @@ def test_the_readme_start_ends_with_the_dashboard_open(tmp_path: Path, browser: 
             line = proc.stdout.readline()
             assert line, "".join(banner)
             banner.append(line)
+        # the rest of its output is read on (a full pipe would stop the gateway)
+        rest = threading.Thread(target=proc.stdout.read, daemon=True)
+        rest.start()
         url = next(line for line in banner if "dashboard:" in line).split()[1]
         assert url.startswith(f"http://127.0.0.1:{port}/_squall/ui#token="), banner
         assert "secret key:" in "".join(banner)  # the fresh start's generated credentials
