@@ -256,7 +256,7 @@
   const given = new URLSearchParams(location.hash.slice(1)).get("token");
   if (given) {
     sessionStorage.setItem(TOKEN_KEY, given);
-    history.replaceState(null, "", location.pathname + location.search);
+    window.history.replaceState(null, "", location.pathname + location.search);
   }
   function authHeaders() {
     const token = sessionStorage.getItem(TOKEN_KEY);
