@@ -38,6 +38,14 @@ def fsync_dir(path_or_fd: Path | int) -> None:
         os.close(fd)
 
 
+def device_of(path: Path) -> int:
+    """The ``st_dev`` of the file system ``path`` is (or, not made yet, will be) on."""
+    for candidate in (path, *path.resolve().parents):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            return os.stat(candidate).st_dev
+    return os.stat("/").st_dev
+
+
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.core.base import Backend, ElasticBackend, ProbedBackend
+from backends.core.base import Backend, ElasticBackend, LocalBackend, ProbedBackend
 from backends.registry import BackendOptions, create_backend
 from backends.throttled import ThrottledBackend, ThrottleSettings
 from gateway.auth.credentials import Credentials
@@ -195,7 +195,9 @@ def build_components(settings: Settings, credentials: Credentials, *,
                           backend_estimate=settings.backend_bandwidth_estimate,
                           min_part_size=settings.min_part_size,
                           provisioner=LocalProvisioner(elastic.root) if elastic else None,
-                          elastic=elastic)
+                          elastic=elastic,
+                          backend_devices=store.devices() if isinstance(store, LocalBackend)
+                          else frozenset())
         backend = cache
     qos = QosController(settings.qos, store=QosStore(store_path(settings.data_dir,
                                                                settings.workers)),

@@ -41,6 +41,7 @@ SLOW_PATHS = (
     "tests/gateway/cache/test_uploads_beyond_cache_server.py",
     "tests/loadtests/test_bench.py", "tests/loadtests/test_fuse_bench.py",
     "tests/loadtests/test_elastic_bench.py", "tests/loadtests/test_burst.py",
+    "tests/loadtests/test_overflow_bench.py",
     "tests/loadtests/test_memory.py", "tests/loadtests/test_warp.py",
     "tests/loadtests/test_scenarios.py", "tests/loadtests/test_qos_bench.py",
     "tests/loadtests/test_mpi_app.py",

@@ -30,6 +30,7 @@ from backends.core.base import (
 )
 from backends.core.blocking import run_blocking
 from backends.core.errors import BackendError
+from backends.files import device_of
 from backends.multipart import MIN_PART_SIZE
 
 
@@ -199,6 +200,9 @@ class BlobseerBackend:
 
     def providers(self) -> list[ProviderInfo]:
         return self._store.pool.infos()
+
+    def devices(self) -> frozenset[int]:
+        return frozenset(device_of(Path(p.path)) for p in self.providers())
 
     async def add_provider(self, path: str, *, standby: bool = False) -> ProviderInfo:
         await self._ready()

@@ -406,3 +406,12 @@ class ProbedBackend(Protocol):
     async def probe(self) -> str | None:
         """None when the store answers (whatever it answers), else why it cannot be
         reached. Never raises for an unreachable store."""
+
+
+@runtime_checkable
+class LocalBackend(Protocol):
+    """A store whose data lives on file systems of this machine."""
+
+    def devices(self) -> frozenset[int]:
+        """The ``st_dev`` of every file system holding its data (a cache on one of them
+        shares that disk's bandwidth with the store)."""

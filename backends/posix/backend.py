@@ -20,6 +20,7 @@ from backends.core.base import (
 )
 from backends.core.blocking import run_blocking
 from backends.core.errors import BackendError
+from backends.files import device_of
 from backends.locks import NamedLocks
 from backends.multipart import MIN_PART_SIZE
 from backends.oserrors import os_errors
@@ -33,7 +34,8 @@ from backends.posix.uploads import UploadStore
 class PosixBackend:
     """Buckets are directories of ``root``; ``<root>/<bucket>/<key>`` is the object.
 
-    Implements Backend, MultipartBackend, CopyingBackend and PartCopyingBackend. The hidden area
+    Implements Backend, MultipartBackend, CopyingBackend, PartCopyingBackend and
+    LocalBackend. The hidden area
     ``<root>/.squall`` holds temp files, records and multipart staging; keys a file
     system cannot hold verbatim are encoded (docs/posix-layout.md). ``durability="none"``
     skips every fsync. ``use_xattrs`` None detects whether the file system keeps user
@@ -67,6 +69,9 @@ class PosixBackend:
     @property
     def root(self) -> Path:
         return self._hidden.root
+
+    def devices(self) -> frozenset[int]:
+        return frozenset({device_of(self.root)})
 
     @property
     def xattrs(self) -> bool:

@@ -119,26 +119,30 @@ def private(owner: str) -> Acl:
 
 
 def canned(name: str, owner: str, bucket_owner: str) -> Acl:
-    """The canned ACL ``name``; InvalidArgument if S3 knows no such name."""
-    grants = [Grant(owner, Permission.FULL_CONTROL)]
+    """The canned ACL ``name``; InvalidArgument if S3 knows no such name.
+
+    The groups' grants come before the owner's, in the order clients of the canned ACLs
+    read them (s3-tests takes the third grant of ``public-read-write`` as the owner's)."""
+    groups: list[Grant] = []
+    users = [Grant(owner, Permission.FULL_CONTROL)]
     if name == "public-read":
-        grants.append(Grant(ALL_USERS, Permission.READ))
+        groups.append(Grant(ALL_USERS, Permission.READ))
     elif name == "public-read-write":
-        grants += [Grant(ALL_USERS, Permission.READ), Grant(ALL_USERS, Permission.WRITE)]
+        groups += [Grant(ALL_USERS, Permission.READ), Grant(ALL_USERS, Permission.WRITE)]
     elif name == "authenticated-read":
-        grants.append(Grant(AUTHENTICATED_USERS, Permission.READ))
+        groups.append(Grant(AUTHENTICATED_USERS, Permission.READ))
     elif name == "bucket-owner-read":
         if bucket_owner != owner:
-            grants.append(Grant(bucket_owner, Permission.READ))
+            users.append(Grant(bucket_owner, Permission.READ))
     elif name == "bucket-owner-full-control":
         if bucket_owner != owner:
-            grants.append(Grant(bucket_owner, Permission.FULL_CONTROL))
+            users.append(Grant(bucket_owner, Permission.FULL_CONTROL))
     elif name == "log-delivery-write":
-        grants += [Grant(LOG_DELIVERY, Permission.WRITE), Grant(LOG_DELIVERY, Permission.READ_ACP)]
+        groups += [Grant(LOG_DELIVERY, Permission.WRITE), Grant(LOG_DELIVERY, Permission.READ_ACP)]
     elif name not in ("private", EXEC_READ):
         raise InvalidArgument(f"Argument x-amz-acl must be one of {', '.join(CANNED)}; "
                               f"not {name!r}.")
-    return Acl(owner, tuple(grants))
+    return Acl(owner, tuple(groups + users))
 
 
 def grants_beyond(acl: Acl, headers: Mapping[str, str]) -> bool:

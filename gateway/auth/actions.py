@@ -84,6 +84,7 @@ ACTIONS: Mapping[str, Action] = {
     "GetBucketPolicyStatus": Action("s3:GetBucketPolicyStatus", _B, None),
     # Writes need WRITE on the bucket, whoever owns the object they replace.
     "PutObject": Action("s3:PutObject", _B, _W),
+    "PostObject": Action("s3:PutObject", _B, _W),
     "CopyObject": Action("s3:PutObject", _B, _W),
     "CreateMultipartUpload": Action("s3:PutObject", _B, _W),
     "UploadPart": Action("s3:PutObject", _B, _W),

@@ -201,6 +201,18 @@ class Admission:
             return True
         return backend is not None and backend >= margin * cache
 
+    def backend_keeps_up(self, size: int | None) -> bool:
+        """Whether the backend is measured to take a write of ``size`` bytes about as fast
+        as the cache (the write rule's margin of its size class; a configured bandwidth
+        caps the measure); False while either is unmeasured."""
+        small = size is not None and size < SMALL_OBJECT_BYTES
+        cache, backend = self.cache.rate(size), self.backend.rate(size)
+        if self.backend_bandwidth is not None:
+            backend = min(backend or self.backend_bandwidth, self.backend_bandwidth)
+        if cache is None or backend is None:
+            return False
+        return backend >= (self.margin if small else self.large_margin) * cache
+
     # -- reads: keep a read-through copy of a miss? ------------------------------------
     def observe_read(self, size: int, seconds: float, now: float, *, hit: bool) -> None:
         """A whole-object read of ``size`` bytes took ``seconds``: from the cache (a hit)

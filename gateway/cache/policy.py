@@ -1,9 +1,11 @@
 """Dynamic two-phase writeback (adaptive block caching, section III-A.2).
 
 * phase 1 (``phase1``): writes are absorbed by the cache; dirty data is flushed only
-  with spare backend bandwidth (one flush at a time), or at full concurrency when room
-  is needed, a writer waits for space, ``wait_flushed`` is draining, or an entry's dirty
-  age passed ``max_dirty_age_s`` (a deadline overriding phase 1).
+  with spare backend bandwidth (one flush at a time; on a disk the cache shares with the
+  backend, the cache's ingest takes that bandwidth too), or at full concurrency when
+  room is needed (ahead of need only while nothing else takes the backend), a writer
+  waits for space, ``wait_flushed`` is draining, or an entry's dirty age passed
+  ``max_dirty_age_s`` (a deadline overriding phase 1).
 * phase 2 (``phase2``): once ingest has stayed below UT x B for ID seconds, where B is
   the backend bandwidth (configured throttle rate, else the measured flush throughput,
   else unknown -> only zero ingest counts as "below"), flushing runs at full concurrency
@@ -38,8 +40,10 @@ class WritebackPolicy:
 
     def __init__(self, store: CacheStore, settings: CacheSettings,
                  backend_bandwidth: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shares_disk: Callable[[], bool] = lambda: False) -> None:
         self._store = store
+        self._shares_disk = shares_disk
         self._settings = settings
         self.configured_bandwidth = backend_bandwidth
         self.measured_bandwidth: float | None = None
@@ -131,14 +135,18 @@ class WritebackPolicy:
         full = self._settings.flush_concurrency
         if store.dirty_count == 0:
             return 0
+        # What takes the backend now: clients' writes past the cache, and on a disk the
+        # cache shares with it, the cache's own ingest as well.
+        busy = self.ingest_rate if self._shares_disk() else self.client_backend_rate
+        # Room is made ahead of need only while that is nothing: a full cache sends the
+        # burst's next writes to the backend, where a flush would only slow them down.
+        ahead = store.dirty_bytes > _ROOM_FRACTION * store.space.capacity and busy == 0
         if (self.phase is Phase.PHASE2 or self.deadline_due or store.draining
-                or store.space.waiters or store.any_urgent
-                or store.dirty_bytes > _ROOM_FRACTION * store.space.capacity):
+                or store.space.waiters or store.any_urgent or ahead):
             return full
         bandwidth = self.bandwidth
         if bandwidth is None:
-            spare = self.client_backend_rate == 0
+            spare = busy == 0
         else:
-            spare = self.client_backend_rate < (1 - self._settings.utilization_threshold) \
-                * bandwidth
+            spare = busy < (1 - self._settings.utilization_threshold) * bandwidth
         return 1 if spare else 0

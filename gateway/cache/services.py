@@ -89,10 +89,15 @@ class UploadWrites(KeyWrites, Protocol):
         """Seconds a client refused with SlowDown should wait."""
         ...
 
+    def waits_for_room(self, size: int | None) -> bool:
+        """Whether a part of ``size`` bytes that finds the cache full waits for flushes
+        to make room rather than go to the backend now."""
+        ...
+
     async def spool_admitted(self, body: AsyncIterator[bytes], content_md5: bytes | None,
-                             *, part: bool = False) -> Spooled | None:
+                             *, wait_for_room: bool = False) -> Spooled | None:
         """Spool ``body`` into the cache, or None if it goes to the backend instead
-        (``part``: of an upload held in the cache, which waits for flushes to make room)."""
+        (``wait_for_room``: not while flushes can make room for it)."""
         ...
 
     async def get_object(self, bucket: str, key: str, *,

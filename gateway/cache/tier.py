@@ -87,6 +87,8 @@ class CacheTier:
     With ``elastic`` and a ``provisioner``, capacity is attached only while a write burst
     lasts (:mod:`gateway.cache.elastic`); ``volume_listeners`` are called just before and
     just after each attach or detach (the cost meter samples M(t) then).
+    ``backend_devices``: the file systems holding the backend's data (``LocalBackend``),
+    to know when the cache shares the backend's disk.
     """
 
     def __init__(self, inner: Backend, settings: CacheSettings, *, index_path: Path,
@@ -95,7 +97,8 @@ class CacheTier:
                  backend_estimate: float | None = None,
                  min_part_size: int = MIN_PART_SIZE,
                  provisioner: Provisioner | None = None,
-                 elastic: ElasticSettings | None = None) -> None:
+                 elastic: ElasticSettings | None = None,
+                 backend_devices: frozenset[int] = frozenset()) -> None:
         if (elastic is None) != (provisioner is None):
             raise ValueError("elastic capacity needs both its settings and a provisioner")
         if not settings.enabled and elastic is None:
@@ -104,6 +107,7 @@ class CacheTier:
         self._settings = settings
         self._store = CacheStore(settings, index_path)
         self._bandwidth = backend_estimate or backend_bandwidth
+        self._backend_devices = backend_devices
         self.bucket_drain_timeout_s = BUCKET_DRAIN_TIMEOUT_S
         self._registry = registry
         self._policy: WritebackPolicy | None = None
@@ -130,7 +134,8 @@ class CacheTier:
         recovered = await self._store.open([(h.path, h.size_bytes) for h in handles])
         for vol in self._store.space.volumes.values():
             clamp_to_device(vol)
-        self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth)
+        self._policy = WritebackPolicy(self._store, self._settings, self._bandwidth,
+                                       shares_disk=lambda: self.shares_disk)
         self._flusher = Flusher(self._store, self._inner, self._policy,
                                 admission=self.admission)
         if self._provisioner is not None and self._elastic_settings is not None:
@@ -211,6 +216,28 @@ class CacheTier:
         # too small for the next one by that write).
         return self.admission.prefer_backend(size, store.now(),
                                              probe=not part and self._elastic is None)
+
+    @property
+    def shares_disk(self) -> bool:
+        """Whether the cache competes with the backend for one disk: a volume taking
+        writes is on a file system holding the backend's data (every cached byte then
+        costs that disk a second write when it is flushed), and no configured
+        ``backend_bandwidth`` keeps the backend below the disk's rate (a cap leaves the
+        cache the rest)."""
+        devices = self._backend_devices
+        return bool(devices) and self.admission.backend_bandwidth is None and any(
+            v.device in devices for v in self._store.space.active_volumes)
+
+    def waits_for_room(self, size: int | None) -> bool:
+        """Whether a part of ``size`` bytes of an upload held in the cache that finds the
+        cache full waits for flushes to make room rather than go to the backend now
+        (docs/cache.md, "Uploads larger than the cache"). Sent there, it makes its upload
+        complete on the backend, the cached parts sent at completion; waiting pays when
+        the backend is slower than the cache and on other disks (a flush frees room as
+        fast as the backend would take the part, and the part then lands at the cache's
+        speed). On the cache's own disk a part that waits costs that disk two writes
+        where one would do, and a backend measured as fast takes it now."""
+        return not self.shares_disk and not self.admission.backend_keeps_up(size)
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach
@@ -518,18 +545,17 @@ class CacheTier:
             return await self.shielded(commit())
 
     async def spool_admitted(self, body: AsyncIterator[bytes], content_md5: bytes | None,
-                             *, part: bool = False) -> Spooled | None:
+                             *, wait_for_room: bool = False) -> Spooled | None:
         """Spool ``body`` into the cache. A full cache sends the write to the backend
         rather than making it wait for room: None when that happens before any byte was
         read, an ``overflow`` after. While the backend fails, the writer waits for room
-        instead (backpressure, then SlowDown). A ``part`` of an upload held in the cache
-        also waits while flushes can make room on its volume: sent to the backend, it
-        would make every cached part of its upload go there too, at completion."""
+        instead (backpressure, then SlowDown); with ``wait_for_room`` (see
+        :meth:`waits_for_room`) also while flushes can make room on its volume."""
         divert = self.admission.backend_ok
         try:
             return await spool(self._store, body, content_md5=content_md5,
                                allow_overflow=True, wait=not divert, divert_when_full=divert,
-                               wait_for_flushes=part,
+                               wait_for_flushes=wait_for_room,
                                on_bytes=self.count_ingest, retry_after=self.retry_after)
         except CacheFull:
             return None

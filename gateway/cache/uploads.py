@@ -7,9 +7,10 @@ cached upload (:mod:`gateway.cache.backend_parts`), so an upload of any size suc
 Completing with such parts completes on the backend; with cached parts only, it stays an
 index operation.
 
-Uploads created while the writeback is in phase 2 are created on the inner backend and
-every later call for them is delegated there (an id the cache does not know is the
-backend's business).
+Uploads created while the writeback is in phase 2 take the cache while it has room for
+at least a part beyond what it holds unflushed; otherwise they are created on the inner
+backend and every later call for them is delegated there (an id the cache does not know
+is the backend's business).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class CachedUploads:
     async def create(self, bucket: str, key: str, meta: ObjectMeta) -> UploadInfo:
         native = self._native()
         await self._tier.admit(self._min_part_size)  # a multipart upload is a large write
-        if self._tier.write_around and native is not None:
+        if self._tier.write_around and native is not None and not self._room_for_upload():
             return await native.create_multipart_upload(bucket, key, meta=meta)
         upload = Upload(upload_id=uuid.uuid4().hex, bucket=bucket, key=key,
                         initiated=self._store.now(), meta=meta)
@@ -100,6 +101,20 @@ class CachedUploads:
             store.add_upload(upload)
         await self._tier.shielded(run())
         return upload.info()
+
+    def _room_for_upload(self) -> bool:
+        """Whether a new upload takes the cache although new writes go past it (phase 2):
+        while the volumes taking writes hold at least a part's worth beyond unflushed
+        records and cached parts. An upload begun as the previous burst drains (the next
+        checkpoint) starts a burst of its own: sent to the backend, every part of it would
+        run at the store's speed; its ingest ends phase 2."""
+        store = self._store
+        volumes = store.space.active_volumes
+        if not volumes:
+            return False
+        held = store.dirty_bytes + sum(part.size for upload in store.uploads_in()
+                                       for part in store.parts_of(upload.upload_id).values())
+        return sum(v.capacity for v in volumes) - held >= max(self._min_part_size, 1)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                           body: DescribedBody, content_md5: bytes | None) -> PartInfo:
@@ -130,7 +145,8 @@ class CachedUploads:
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               measure=True)
             started = asyncio.get_running_loop().time()
-            admitted = await tier.spool_admitted(body, content_md5, part=True)
+            admitted = await tier.spool_admitted(
+                body, content_md5, wait_for_room=tier.waits_for_room(declared))
             if admitted is None:  # the cache is full: the part goes to the backend
                 return await remote.send_body(upload, part_number, body, content_md5,
                                               diverted=True)

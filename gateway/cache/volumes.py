@@ -25,7 +25,7 @@ from backends.core.blocking import run_cache_blocking
 from backends.core.errors import BadDigest, ServiceUnavailable, SlowDown
 from backends.core.regions import FileRegion
 from backends.direct_io import DirectWriter
-from backends.files import FILE_MODE, O_CREATE, pwrite_all
+from backends.files import FILE_MODE, O_CREATE, device_of, pwrite_all
 
 MAGIC = b"SQCACHE\0"
 FILE_VERSION = 1
@@ -72,6 +72,8 @@ class Volume:
         self.limiter: Any = None
         self.data_dir = path / "data"
         self.tmp_dir = path / "tmp"
+        #: the file system it is on (``st_dev``): a backend there shares its disk
+        self.device = device_of(path)
 
     @property
     def free(self) -> int:

@@ -107,10 +107,6 @@ class InvalidTag(ProtocolError):
     """The tag provided was not a valid tag."""
 
 
-class InvalidStorageClass(ProtocolError):
-    """The storage class you specified is not valid."""
-
-
 class NoSuchTagSet(ProtocolError):
     """The TagSet does not exist."""
 
@@ -175,7 +171,6 @@ _TABLE: dict[type[BaseException], S3ErrorSpec] = {
     MethodNotAllowed: S3ErrorSpec("MethodNotAllowed", 405),
     NotImplementedOperation: S3ErrorSpec("NotImplemented", 501),
     InvalidTag: S3ErrorSpec("InvalidTag", 400),
-    InvalidStorageClass: S3ErrorSpec("InvalidStorageClass", 400),
     NoSuchTagSet: S3ErrorSpec("NoSuchTagSet", 404),
     InternalError: S3ErrorSpec("InternalError", 500),
     # refused by the HTTP protocol before the application (gateway.http.limits)
@@ -312,4 +307,45 @@ _TABLE.update({
                                                       404),
     UnresolvableGrantByEmailAddress: S3ErrorSpec("UnresolvableGrantByEmailAddress", 400),
     BucketAlreadyExists: S3ErrorSpec("BucketAlreadyExists", 409),
+})
+
+
+# --- browser uploads (POST Object with a policy document) -----------------------------------
+
+
+class MalformedPOSTRequest(ProtocolError):
+    """The body of your POST request is not well-formed multipart/form-data."""
+
+
+class MaxPostPreDataLengthExceeded(ProtocolError):
+    """Your POST request fields preceding the upload file were too large."""
+
+
+class InvalidPolicyDocument(ProtocolError):
+    """The content of the form does not meet the conditions specified in the policy document."""
+
+
+class PreconditionFailedPost(ProtocolError):
+    """Bucket POST must be of the enclosure-type multipart/form-data"""
+
+
+_TABLE.update({
+    MalformedPOSTRequest: S3ErrorSpec("MalformedPOSTRequest", 400),
+    MaxPostPreDataLengthExceeded: S3ErrorSpec("MaxPostPreDataLengthExceededError", 400),
+    InvalidPolicyDocument: S3ErrorSpec("InvalidPolicyDocument", 400),
+    PreconditionFailedPost: S3ErrorSpec("PreconditionFailed", 412),
+})
+
+
+class InvalidRedirectLocation(ProtocolError):
+    """The website redirect location must have a prefix of 'http://' or 'https://' or '/'."""
+
+
+class InvalidStorageClass(ProtocolError):
+    """The storage class you specified is not valid"""
+
+
+_TABLE.update({
+    InvalidRedirectLocation: S3ErrorSpec("InvalidRedirectLocation", 400),
+    InvalidStorageClass: S3ErrorSpec("InvalidStorageClass", 400),
 })

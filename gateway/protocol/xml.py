@@ -21,11 +21,15 @@ OWNER = "<Owner><ID>squall</ID><DisplayName>squall</DisplayName></Owner>"
 
 INITIATOR = "<Initiator><ID>squall</ID><DisplayName>squall</DisplayName></Initiator>"
 _DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'
+# S3 writes CR and LF as character references, and so every other control character
+# (which XML 1.0 cannot carry at all: a client that may meet them asks for
+# ``encoding-type=url``, which boto3 does on its own for listings).
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
-                          "'": "&apos;", "\r": "&#13;"})
+                          "'": "&apos;",
+                          **{chr(c): f"&#{c};" for c in range(32) if c != 9}})
 
 
-_SPECIAL = re.compile("[&<>\"'\r]")
+_SPECIAL = re.compile("[&<>\"'\x00-\x08\x0a-\x1f]")
 
 
 def esc(value: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,6 +75,17 @@ class S3Request:
             raise InvalidArgument(f"Argument {name} must be an integer between {low} and "
                                   f"{high if high is not None else INT32_MAX}")
         return value if high is None else min(value, high)
+
+
+def object_url(req: S3Request) -> str:
+    """The absolute URL of the object ``req`` names, as the client addressed the gateway
+    (path style, or virtual-hosted when the Host names the bucket)."""
+    scheme = req.request.scope.get("scheme", "http")
+    host = req.request.headers.get("host", "")
+    path = urllib.parse.quote(req.key, safe="/~")
+    if host.lower().startswith(f"{req.bucket.lower()}."):
+        return f"{scheme}://{host}/{path}"
+    return f"{scheme}://{host}/{req.bucket}/{path}"
 
 
 async def _raw_stream(request: Request) -> AsyncIterator[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import secrets
@@ -42,6 +43,7 @@ from gateway.s3api.handlers import (
     multipart,
     objects,
     policy,
+    post_object,
     tagging,
 )
 from gateway.s3api.routing import route
@@ -129,6 +131,10 @@ class S3Endpoint:
         self._sigv2 = sigv2
         self._region = region
         self._metrics = metrics
+        self._handlers: dict[str, Handler] = {
+            **HANDLERS, "PostObject": functools.partial(
+                post_object.post_object,
+                keys=post_object.FormKeys(secret_for=secret_for, user_for=self._user_for))}
         # Request ids: unique per process start, cheap to make (no syscall per request).
         self._id_prefix = secrets.token_hex(4).upper()
         self._request_numbers = itertools.count(1)
@@ -176,9 +182,11 @@ class S3Endpoint:
                     operation = route(request.method, target.level, query, headers)
                 except ProtocolError as exc:
                     unroutable = exc
-            # A CORS preflight is never signed: browsers send it on their own.
+            # A CORS preflight is never signed: browsers send it on their own. A browser
+            # upload signs its form, which its handler checks (and authorizes).
             preflight = request.method == "OPTIONS"
-            unsigned = not preflight and self._access is not None \
+            form = operation == "PostObject" and unroutable is None
+            unsigned = not preflight and (form or self._access is not None) \
                 and is_unsigned(headers, query)
             if preflight:
                 auth = ANONYMOUS
@@ -195,7 +203,7 @@ class S3Endpoint:
                 scope[SHARE_KEY] = auth.access_key
             req = S3Request(request, operation, target.bucket, target.key, query, headers,
                             auth, request_id, self._service, user, self._access)
-            if self._access is not None and (user is None or not user.admin):
+            if self._access is not None and (user is None or not user.admin) and not form:
                 source_ip, secure = request_origin(scope)
                 req.bucket_access = await self._access.authorize(
                     user, operation, target.bucket, target.key, query=query,
@@ -203,15 +211,16 @@ class S3Endpoint:
             if self._qos_gates:
                 response = await self._paced(req)
             else:
-                response = await HANDLERS[operation](req)
+                response = await self._handlers[operation](req)
         except StorageError as exc:
             response, error_code = self._error(exc, request, resource, request_id, operation)
         except Exception as exc:
             log.exception("request %s (%s %s) failed", request_id, request.method, resource)
             response, error_code = self._error(exc, request, resource, request_id, operation)
         if "origin" in headers and operation != "PreflightRequest":
-            response.headers.update(await self._cors_headers(resource, headers,
-                                                             request.method))
+            # The rule is chosen by the method the page declares, if it declares one.
+            method = headers.get("access-control-request-method", request.method)
+            response.headers.update(await self._cors_headers(resource, headers, method))
         if response.status_code >= 300 and _has_body(headers):
             # The body may not have been read; the connection cannot be reused safely.
             response.headers["connection"] = "close"
@@ -241,7 +250,7 @@ class S3Endpoint:
                                     if req.user is not None else None) if gate is not None]
         for gate in chosen:
             await gate.admit(req.headers)
-        response = await HANDLERS[req.operation](req)
+        response = await self._handlers[req.operation](req)
         for gate in chosen:
             gate.charge_response(req.request.method, response)
         return response

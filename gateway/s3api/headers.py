@@ -19,6 +19,7 @@ from gateway.protocol.conditions import Conditions
 from gateway.protocol.errors import (
     InvalidArgument,
     InvalidCopySource,
+    InvalidRedirectLocation,
     InvalidStorageClass,
     InvalidTag,
     MetadataTooLarge,
@@ -26,8 +27,19 @@ from gateway.protocol.errors import (
 from gateway.service.objects import CopySource
 
 MAX_USER_METADATA = 2048
+#: the object's ``x-amz-website-redirect-location`` and (when not STANDARD) its
+#: ``x-amz-storage-class``, kept among its user metadata so that every layer stores them
+WEBSITE_REDIRECT = "squall-website-redirect"
+STORAGE_CLASS = "squall-storage-class"
 # User-metadata entries Squall keeps for itself: never shown, never taken from a client.
-RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM, ACL_METADATA})
+RESERVED_METADATA = frozenset({PART_LAYOUT, UPLOAD_CHECKSUM, ACL_METADATA, WEBSITE_REDIRECT,
+                               STORAGE_CLASS})
+#: S3's storage classes: each is recorded and reported; every object is served at once
+#: (there is no archive tier to restore from)
+STORAGE_CLASSES = frozenset({"STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA",
+                             "INTELLIGENT_TIERING", "GLACIER", "DEEP_ARCHIVE", "OUTPOSTS",
+                             "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE"})
+MAX_REDIRECT_LOCATION = 2048
 MAX_TAGS = 10
 _RANGE_RE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 _CONTENT_HEADERS = (
@@ -71,32 +83,48 @@ def _content_encoding(value: str | None) -> str | None:
     return ", ".join(kept) or None
 
 
-#: the storage classes S3 names; every object is kept alike here (and reported STANDARD)
-STORAGE_CLASSES = frozenset({
-    "STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
-    "GLACIER", "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE"})
-
-
-def check_storage_class(headers: Mapping[str, str]) -> None:
-    """InvalidStorageClass for an ``x-amz-storage-class`` S3 does not know."""
-    value = headers.get("x-amz-storage-class")
-    if value is not None and value not in STORAGE_CLASSES:
-        raise InvalidStorageClass("The storage class you specified is not valid")
-
-
 def object_meta(headers: Mapping[str, str], *, with_tags: bool = True) -> ObjectMeta:
     """ObjectMeta from PutObject / CreateMultipartUpload / CopyObject(REPLACE) headers."""
-    check_storage_class(headers)
     user = {name[11:]: value for name, value in headers.items()
             if name.startswith("x-amz-meta-") and name[11:] not in RESERVED_METADATA}
     if sum(len(k) + len(v) for k, v in user.items()) > MAX_USER_METADATA:
         raise MetadataTooLarge(f"Your metadata headers exceed the maximum allowed metadata "
                                f"size of {MAX_USER_METADATA} bytes.")
+    user.update(_stored_headers(headers))
     values = {attr: headers.get(name) for name, attr in _CONTENT_HEADERS}
     values["content_encoding"] = _content_encoding(values["content_encoding"])
     tags = parse_tagging_header(headers.get("x-amz-tagging")) if with_tags else {}
     return ObjectMeta(content_type=headers.get("content-type") or DEFAULT_CONTENT_TYPE,
                       user=user, tags=tags, **values)  # type: ignore[arg-type]
+
+
+def _stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The redirect location and storage class a write asks for, checked as S3 does."""
+    out = {}
+    redirect = headers.get("x-amz-website-redirect-location")
+    if redirect is not None:
+        if not redirect.startswith(("/", "http://", "https://")) or \
+                len(redirect) > MAX_REDIRECT_LOCATION:
+            raise InvalidRedirectLocation()
+        out[WEBSITE_REDIRECT] = redirect
+    storage_class = check_storage_class(headers)
+    if storage_class is not None and storage_class != "STANDARD":
+        out[STORAGE_CLASS] = storage_class
+    return out
+
+
+def check_storage_class(headers: Mapping[str, str]) -> str | None:
+    """The ``x-amz-storage-class`` a request names, if any; InvalidStorageClass for one S3
+    does not know (also on a CopyObject that keeps the source's metadata)."""
+    storage_class = headers.get("x-amz-storage-class")
+    if storage_class is not None and storage_class not in STORAGE_CLASSES:
+        raise InvalidStorageClass()
+    return storage_class
+
+
+def storage_class(meta: ObjectMeta) -> str:
+    """The object's storage class (STANDARD unless the write named another)."""
+    return meta.user.get(STORAGE_CLASS, "STANDARD")
 
 
 def check_tags(tags: Mapping[str, str], *, limit: int = MAX_TAGS,
@@ -236,6 +264,10 @@ def object_headers(info: ObjectInfo, *, checksum_mode: bool = False) -> dict[str
     for name, value in meta.user.items():
         if name not in RESERVED_METADATA:
             out[f"x-amz-meta-{name}"] = value
+    if WEBSITE_REDIRECT in meta.user:
+        out["x-amz-website-redirect-location"] = meta.user[WEBSITE_REDIRECT]
+    if STORAGE_CLASS in meta.user:  # S3 sends none for STANDARD
+        out["x-amz-storage-class"] = meta.user[STORAGE_CLASS]
     if meta.tags:
         out["x-amz-tagging-count"] = str(len(meta.tags))
     if checksum_mode and meta.checksum is not None:

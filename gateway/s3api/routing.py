@@ -31,6 +31,7 @@ ROUTES: Mapping[tuple[str, Level, str], str] = {
     ("GET", Level.BUCKET, "versions"): "ListObjectVersions",
     ("GET", Level.BUCKET, "uploads"): "ListMultipartUploads",
     ("POST", Level.BUCKET, "delete"): "DeleteObjects",
+    ("POST", Level.BUCKET, ""): "PostObject",  # a browser upload (an HTML form)
     ("PUT", Level.BUCKET, "cors"): "PutBucketCors",
     ("GET", Level.BUCKET, "cors"): "GetBucketCors",
     ("DELETE", Level.BUCKET, "cors"): "DeleteBucketCors",

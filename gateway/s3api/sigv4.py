@@ -237,12 +237,12 @@ def _authenticate_query(method: str, raw_path: str, pairs: list[_Param],
     expires = integer(params["X-Amz-Expires"])
     if expires is None:
         raise err("X-Amz-Expires should be a number")
-    if expires < 0:  # a URL that expired before it was made (S3: 403 AccessDenied)
-        raise ExpiredPresignedRequest("Request has expired")
+    # S3's range is 1..604800: out of it, S3's 400 and words; 0 is a URL that has expired.
+    if expires < 0:
+        raise err("X-Amz-Expires must be non-negative")
     if expires > MAX_PRESIGN_EXPIRES:
-        raise err("X-Amz-Expires must be less than a week (in seconds) that is; 604800")
-    if expires < 1:
-        raise err("X-Amz-Expires must be at least 1 second")
+        raise err("X-Amz-Expires must be less than a week (in seconds); that is, the given "
+                  f"X-Amz-Expires must be less than {MAX_PRESIGN_EXPIRES} seconds")
     if cred_date != amz_date[:8]:
         raise err("Invalid credential date. Date is not the same as X-Amz-Date.")
 
@@ -260,7 +260,7 @@ def _authenticate_query(method: str, raw_path: str, pairs: list[_Param],
         raise InvalidAccessKeyId()
     if when - now > max_skew:
         raise AccessDenied("Request is not valid yet")
-    if now > when + expires:
+    if expires == 0 or now > when + expires:
         raise ExpiredPresignedRequest("Request has expired")
 
     signature = params["X-Amz-Signature"]

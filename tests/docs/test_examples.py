@@ -8,6 +8,7 @@ filled in) or listed in ``NOT_RUN`` with the reason. A new example fails
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ RUN = {
     ("README.md", "SQUALL_ACCESS_KEY=$AWS_ACCESS_KEY_ID"),
     ("README.md", "URL=$(aws --endpoint-url http://127.0.0.1:9000 s3 presign"),
     ("README.md", "import boto3"),
+    ("README.md", "post = s3.generate_presigned_post("),
     ("README.md", "squall mount http://127.0.0.1:9000 checkpoints"),
     ("cluster.md", "export SQUALL_CLUSTER_SECRET="),
     ("cache.md", "squall serve --cache-mode elastic"),
@@ -252,6 +254,20 @@ def test_readme_using_it_sync_and_presign(gateway: SquallProcess, tmp_path: Path
     s3 = make_client(gateway.endpoint)
     body = s3.get_object(Bucket="checkpoints", Key="run-1/upload.bin")["Body"].read()
     assert body == b"uploaded"
+    # The browser upload: the presigned POST's form, sent as a page would send it.
+    post_code = code + "\n" + example("README.md", "post = s3.generate_presigned_post(") + \
+        "\nimport json\nprint(json.dumps(post))\n"
+    result = subprocess.run([sys.executable, "-c", post_code], capture_output=True, text=True,
+                            timeout=60, check=False,
+                            env=shell_env(AWS_ACCESS_KEY_ID=ACCESS_KEY,
+                                          AWS_SECRET_ACCESS_KEY=SECRET_KEY))
+    assert result.returncode == 0, result.stderr
+    post = json.loads(result.stdout.splitlines()[-1])
+    files = [*((name, (None, value)) for name, value in post["fields"].items()),
+             ("file", ("page.txt", b"from a page", "text/plain"))]
+    assert httpx.post(post["url"], files=files).status_code == 204
+    body = s3.get_object(Bucket="checkpoints", Key="uploads/page.txt")["Body"].read()
+    assert body == b"from a page"
 
 
 RUN_README_SHELL = ("export AWS_ACCESS_KEY_ID=<printed access key>",

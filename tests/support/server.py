@@ -81,7 +81,7 @@ class SquallProcess:
         """How a client verifies the gateway's certificate (an HTTPS subclass says)."""
         return True
 
-    def start(self, timeout: float = 180.0) -> Self:
+    def start(self, timeout: float = 30.0) -> Self:
         env = {**os.environ, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

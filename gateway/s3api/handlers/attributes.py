@@ -83,7 +83,7 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ObjectParts" in names:
         out.append(_object_parts(info, max_parts, marker))
     if "StorageClass" in names:
-        out.append(el("StorageClass", "STANDARD"))
+        out.append(el("StorageClass", h.storage_class(info.meta)))
     if "ObjectSize" in names:
         out.append(el("ObjectSize", info.size))
     return xml_response("GetObjectAttributesResponse", out, headers=headers)

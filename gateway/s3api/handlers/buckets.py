@@ -27,6 +27,7 @@ from gateway.protocol.responses import empty_response, xml_response
 from gateway.protocol.xml import INITIATOR, OWNER, el, esc, etag_el, iso8601, opt, parse, text
 from gateway.s3api.context import S3Request
 from gateway.s3api.handlers import acl
+from gateway.s3api.headers import storage_class
 from gateway.service.objects import DeleteResult
 from gateway.versioning import VersioningStatus
 from gateway.versioning.listing import VersionPage
@@ -165,8 +166,8 @@ def _version_entries(page: VersionPage, enc: Callable[[str], str],
             out.append(f"<DeleteMarker>{common}{owner}</DeleteMarker>")
         else:
             out.append(f"<Version>{common}{etag_el(o.etag)}"
-                       f"{el('Size', o.size)}<StorageClass>STANDARD</StorageClass>{owner}"
-                       "</Version>")
+                       f"{el('Size', o.size)}{el('StorageClass', storage_class(o.meta))}"
+                       f"{owner}</Version>")
     return "".join(out)
 
 
@@ -203,7 +204,7 @@ def _contents(page: ListPage, enc: Callable[[str], str], fetch_owner: bool,
         f"<Contents>{el('Key', enc(o.key))}{el('LastModified', iso8601(o.last_modified))}"
         f"{etag_el(o.etag)}{el('Size', o.size)}"
         f"{_owner(owners, o.meta) if fetch_owner else ''}"
-        f"<StorageClass>STANDARD</StorageClass></Contents>" for o in page.objects)
+        f"{el('StorageClass', storage_class(o.meta))}</Contents>" for o in page.objects)
 
 
 def _prefixes(page: ListPage, enc: Callable[[str], str]) -> str:

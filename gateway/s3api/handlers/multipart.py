@@ -12,7 +12,7 @@ from gateway.protocol.responses import empty_response, xml_response
 from gateway.protocol.xml import INITIATOR, OWNER, el, etag_el, iso8601, opt, parse, text
 from gateway.s3api import checksum_headers as ch
 from gateway.s3api import headers as h
-from gateway.s3api.context import S3Request
+from gateway.s3api.context import S3Request, object_url
 from gateway.s3api.handlers import acl
 from gateway.s3api.handlers.objects import write_headers, write_if_none_match
 
@@ -81,7 +81,7 @@ async def complete_multipart_upload(req: S3Request) -> Response:
         req.bucket, req.key, _upload_id(req), requested,
         if_match=if_match.strip('"') if if_match else None, if_none_match=write_if_none_match(req),
         checksum_type=checksum_type, checksum=expected)
-    parts = [el("Location", f"/{req.bucket}/{req.key}"), el("Bucket", req.bucket),
+    parts = [el("Location", object_url(req)), el("Bucket", req.bucket),
              el("Key", req.key), el("ETag", f'"{info.etag}"'),
              ch.checksum_elements(info.meta.checksum)]
     return xml_response("CompleteMultipartUploadResult", parts,

@@ -118,6 +118,29 @@ async def test_phase2_keeps_the_parts_of_a_cached_upload_in_the_cache(env: Env) 
     assert await read_all(await env.backend().get_object("other", "ckpt")) == b"".join(parts)
 
 
+async def test_an_upload_created_in_phase2_takes_the_cache_while_it_has_room(
+        env: Env) -> None:
+    """The next checkpoint's upload, created while the previous burst drains (phase 2),
+    is held in the cache when the cache has room for its parts; on the backend, every
+    part would run at the store's speed. With no room left it goes to the backend."""
+    tier = await env.tier(cache_settings(env.base, capacity=400_000, inactivity_delay_s=0.05,
+                                         inline_max_bytes=0), min_part_size=100_000)
+    env.break_bucket()  # BUCKET's dirty data cannot leave: the cache stays dirty
+    await tier.create_bucket("other")
+    await tier.put_object(BUCKET, "d", body(payload(150_000)), meta=META)
+    await until(lambda: tier.policy.phase is Phase.PHASE2, "phase 2")
+    roomy = await tier.create_multipart_upload("other", "ckpt-1", meta=META)
+    assert tier.store.upload(roomy.upload_id) is not None  # the cache's
+    await tier.upload_part("other", "ckpt-1", roomy.upload_id, 1,
+                           body(payload(200_000, 1)))
+    await until(lambda: tier.policy.phase is Phase.PHASE2, "phase 2 again")
+    full = await tier.create_multipart_upload("other", "ckpt-2", meta=META)
+    assert tier.store.upload(full.upload_id) is None  # 50,000 B free: not a part's worth
+    assert [u.key async for u in tier.iter_multipart_uploads("other")] == ["ckpt-1", "ckpt-2"]
+    await tier.abort_multipart_upload("other", "ckpt-2", full.upload_id)
+    await tier.abort_multipart_upload("other", "ckpt-1", roomy.upload_id)
+
+
 def remount(mount: Path, mode: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
 

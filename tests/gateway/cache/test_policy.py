@@ -98,6 +98,54 @@ async def test_deadline_overrides_phase1(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_room_is_made_ahead_only_while_no_client_writes_past_the_cache(
+        tmp_path: Path) -> None:
+    """A cache 80 % full of dirty data flushes at full concurrency to make room ahead of
+    need, but not while clients write past it (a burst larger than the cache): those
+    writes have the backend, and flushes would only slow them down."""
+    settings = cache_settings(tmp_path, capacity=10_000, inactivity_delay_s=3600,
+                              max_dirty_age_s=3600)
+    store = CacheStore(settings, tmp_path / "index")
+    await store.open()
+    clock = Clock()
+    policy = WritebackPolicy(store, settings, backend_bandwidth=1000.0, clock=clock)
+    _dirty(store, "a", 9000, store.now())
+    store.stats.ingest_bytes_total += 9000
+    clock.t += 1
+    policy.tick()
+    assert policy.allowed_flushes() == settings.flush_concurrency  # room ahead of need
+    store.stats.ingest_bytes_total += 5000
+    store.stats.backend_client_bytes_total += 5000  # the burst's writes go past it
+    clock.t += 1
+    policy.tick()
+    assert policy.allowed_flushes() == 0
+    store.space.waiters = 1  # but a writer waiting for room is served at full speed
+    assert policy.allowed_flushes() == settings.flush_concurrency
+    await store.close()
+
+
+async def test_on_the_backends_disk_ingest_takes_the_spare_bandwidth(
+        tmp_path: Path) -> None:
+    """Where the cache shares the backend's disk, its own ingest uses the bandwidth a
+    background flush would take: no flush while a burst fills the cache."""
+    settings = cache_settings(tmp_path, capacity=10_000_000, inactivity_delay_s=3600)
+    store = CacheStore(settings, tmp_path / "index")
+    await store.open()
+    for shared, flushes in ((False, 1), (True, 0)):
+        clock = Clock()
+        policy = WritebackPolicy(store, settings, clock=clock,
+                                 shares_disk=lambda shared=shared: shared)
+        _dirty(store, "a", 5000, store.now())
+        store.stats.ingest_bytes_total += 5000
+        clock.t += 1
+        policy.tick()
+        assert policy.allowed_flushes() == flushes
+        clock.t += 1
+        policy.tick()  # the burst is over: the backend is spare again
+        assert policy.allowed_flushes() == 1
+    await store.close()
+
+
 async def test_bandwidth_is_measured_when_not_configured(tmp_path: Path) -> None:
     settings = cache_settings(tmp_path)
     store = CacheStore(settings, tmp_path / "index")

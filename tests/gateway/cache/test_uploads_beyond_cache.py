@@ -26,6 +26,7 @@ from backends.core.errors import (
     NoSuchUpload,
     PreconditionFailed,
 )
+from backends.files import device_of
 from backends.multipart import multipart_etag
 from backends.throttled import ThrottleSettings
 from gateway.cache.tier import CacheTier
@@ -117,8 +118,10 @@ async def test_parts_beyond_the_cache_go_to_a_backend_upload_and_complete_there(
 
 
 async def test_a_cache_full_of_dirty_objects_sends_parts_to_the_backend(env: Env) -> None:
+    """On the backend's disk, parts that find the cache full go to the backend at once."""
     slow = env.backend(ThrottleSettings(bandwidth_bytes_per_s=256 * KiB))
-    tier = await cached_tier(env, slots=4, inner=slow)
+    tier = await cached_tier(env, slots=4, inner=slow,
+                             backend_devices=frozenset({device_of(env.backend_root)}))
     for i in range(3):  # unflushed objects (the throttled backend is behind)
         await tier.put_object(BUCKET, f"dirty{i}", body(payload(PART, seed=90 + i)),
                               meta=META)
@@ -131,6 +134,40 @@ async def test_a_cache_full_of_dirty_objects_sends_parts_to_the_backend(env: Env
     info = await tier.complete_multipart_upload(BUCKET, "m", upload_id, done(infos))
     assert info.etag == multipart_etag(infos)
     assert [u async for u in tier.iter_multipart_uploads(BUCKET)] == []
+    assert await read_all(await tier.get_object(BUCKET, "m")) == b"".join(datas)
+    await tier.wait_flushed()
+    assert await backend_bytes(env, "m") == (info.etag, b"".join(datas))
+    assert await backend_uploads(env) == []
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["backends-disk", "other-disk"])
+async def test_a_part_into_a_full_cache_waits_for_room_only_off_the_backends_disk(
+        env: Env, shared: bool) -> None:
+    """A part of an upload holding cached parts finds the cache full of unflushed
+    objects. On the backend's own disk it goes to the backend at once (waiting for a
+    flush would cost that disk two writes where one does) and completion sends the
+    cached part into that backend upload; on other disks, in front of a backend not
+    measured as fast, it waits for a flush to make room and the upload stays cached."""
+    slow = env.backend(ThrottleSettings(bandwidth_bytes_per_s=256 * KiB))
+    devices = frozenset({device_of(env.backend_root)}) if shared else frozenset()
+    tier = await env.tier(cache_settings(env.base, capacity=4 * charge(PART),
+                                         backpressure_timeout_s=30),
+                          inner=slow, backend_devices=devices)
+    assert tier.shares_disk is shared
+    up = await tier.create_multipart_upload(BUCKET, "m", meta=META)
+    datas = [payload(PART, seed=60 + i) for i in range(2)]
+    first = await tier.upload_part(BUCKET, "m", up.upload_id, 1, body(datas[0], 16 * KiB))
+    for i in range(3):  # the rest of the cache: objects the slow backend has not taken
+        await tier.put_object(BUCKET, f"dirty{i}", body(payload(PART, seed=90 + i)),
+                              meta=META)
+    second = await tier.upload_part(BUCKET, "m", up.upload_id, 2, body(datas[1], 16 * KiB))
+    assert await where(tier, "m", up.upload_id) == (({1}, {2}) if shared else ({1, 2}, set()))
+    assert tier.status()["diverted_bytes_total"] == (PART if shared else 0)
+    info = await tier.complete_multipart_upload(BUCKET, "m", up.upload_id,
+                                                done([first, second]))
+    assert info.etag == multipart_etag([first, second])
+    if shared:  # completed on the backend, the cached part sent once
+        assert await backend_bytes(env, "m") == (info.etag, b"".join(datas))
     assert await read_all(await tier.get_object(BUCKET, "m")) == b"".join(datas)
     await tier.wait_flushed()
     assert await backend_bytes(env, "m") == (info.etag, b"".join(datas))

@@ -160,5 +160,9 @@ def test_cors_headers_on_real_responses(squall: SquallProcess, s3, bucket: str) 
     assert other.status_code == 200 and "access-control-allow-origin" not in other.headers
     plain = send("GET", url)
     assert "access-control-allow-origin" not in plain.headers
+    # An actual request declaring its method is matched with that method, as RGW does.
+    declared = send("DELETE", url + "-x", headers={"Origin": "https://app.example.com",
+                                                   "Access-Control-Request-Method": "GET"})
+    assert declared.headers["access-control-allow-origin"] == "https://app.example.com"
     head = send("HEAD", url, headers={"Origin": "https://a.example.org"})
     assert head.headers["access-control-allow-origin"] == "https://a.example.org"

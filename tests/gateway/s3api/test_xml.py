@@ -26,3 +26,11 @@ def test_etag_element_is_quoted_and_escaped() -> None:
         "<ETag>&quot;d41d8cd98f00b204e9800998ecf8427e-2&quot;</ETag>"
     parsed = ElementTree.fromstring(document("R", [etag_el("x&y")], namespace=False))
     assert parsed.findtext("ETag") == '"x&y"'
+
+
+def test_control_characters_are_character_references_as_s3_writes_them() -> None:
+    """CR, LF and the control characters XML 1.0 cannot carry become ``&#N;`` (a client
+    that may meet the latter in keys asks for ``encoding-type=url``); TAB stays."""
+    assert esc("a\nb\tc\x01d\x1fe") == "a&#10;b\tc&#1;d&#31;e"
+    parsed = ElementTree.fromstring(document("R", [el("V", "new\nline")], namespace=False))
+    assert parsed.findtext("V") == "new\nline"
