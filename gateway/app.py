@@ -8,8 +8,9 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import asdict
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
@@ -130,25 +131,27 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
     def access_key(scope: Scope) -> str:
         return endpoint.authenticate(scope).access_key
 
-    def denied(request: Request) -> JSONResponse | None:
-        """The error response for a request not signed by a user, else None."""
-        return admin.refusal(request, access_key)
-
     def not_admin(request: Request) -> JSONResponse | None:
         """The error response for a request not signed by the admin, else None."""
         return admin.refusal(request, access_key, admin_key=users.admin.access_key,
                              what="change the gateway's settings")
 
+    def caller(admin_of: str | None = None) -> list[Any]:
+        """The dependency of an admin route that checks its caller before its parameters:
+        any user (signed), or with ``admin_of`` (what the route does), the admin."""
+        return [Depends(admin.caller_check(
+            access_key, admin_key=None if admin_of is None else users.admin.access_key,
+            what=admin_of or "call this"))]
+
+    app.add_exception_handler(admin.Refused, admin.refused)
     register_user_routes(app, users, access_key)  # /_squall/users
     register_qos_routes(app, components.qos, components.service, users, not_admin)  # /_squall/qos
 
-    @app.post("/_squall/cluster/leave")
-    async def cluster_leave(request: Request) -> JSONResponse:
+    @app.post("/_squall/cluster/leave",
+              dependencies=caller("make this member leave the cluster"))
+    async def cluster_leave() -> JSONResponse:
         """Leave the cluster now (signed by the admin; a pod's preStop hook): hand the
         unflushed writes over, end the lease; the member then only forwards requests."""
-        if (error := admin.refusal(request, access_key, admin_key=users.admin.access_key,
-                                   what="make this member leave the cluster")) is not None:
-            return error
         if components.cluster is None or components.cluster.etcd is None:
             return admin_error(InvalidRequest("this gateway has no coordinator "
                                               "(--coordinator): it cannot leave a cluster"))
@@ -158,38 +161,42 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
             return admin_error(exc)
         return JSONResponse(components.cluster.describe())
 
-    @app.post("/_squall/sync")
+    @app.post("/_squall/sync", dependencies=caller())
     async def sync(request: Request, bucket: str | None = None) -> Response:
-        """Flush everything dirty now (in ``bucket``); NDJSON progress, then the outcome.
-
-        Signed like an S3 request (SigV4, same credentials)."""
-        if (error := denied(request)) is not None:
-            return error
-        detail = request.scope.get(TRUSTED) or access_key(request.scope) == users.admin.access_key
+        """Flush everything dirty now (in ``bucket``, which the caller must be allowed to
+        list: 403 AccessDenied otherwise, before anything is flushed); NDJSON progress,
+        then the outcome. Signed like an S3 request (SigV4, same credentials)."""
+        signer = access_key(request.scope)
+        if bucket is not None and not request.scope.get(TRUSTED):
+            try:
+                await endpoint.authorize_bucket(request.scope, signer, "ListObjects", bucket)
+            except StorageError as exc:
+                return admin_error(exc)
+        detail = request.scope.get(TRUSTED) or signer == users.admin.access_key
         return StreamingResponse(sync_progress(components.cache, bucket, detail=bool(detail)),
                                  media_type="application/x-ndjson")
 
-    def elastic(request: Request) -> ElasticBackend | JSONResponse:
-        """The store with providers, or the error response (not the admin, no such store)."""
-        if (error := not_admin(request)) is not None:
-            return error
+    def elastic() -> ElasticBackend | JSONResponse:
+        """The store with providers, or the error response (no such store)."""
         if not isinstance(components.store, ElasticBackend):
             return admin_error(NotImplementedOperation("The backend has no providers (use "
                                                        "blobseer_like)."))
         return components.store
 
-    @app.get("/_squall/providers")
-    async def list_providers(request: Request) -> JSONResponse:
+    change_settings = caller("change the gateway's settings")
+
+    @app.get("/_squall/providers", dependencies=change_settings)
+    async def list_providers() -> JSONResponse:
         """The store's providers (signed like an S3 request)."""
-        store = elastic(request)
+        store = elastic()
         if isinstance(store, JSONResponse):
             return store
         return JSONResponse({"providers": [asdict(p) for p in store.providers()]})
 
-    @app.post("/_squall/providers")
-    async def add_provider(request: Request, path: str, standby: bool = False) -> JSONResponse:
+    @app.post("/_squall/providers", dependencies=change_settings)
+    async def add_provider(path: str, standby: bool = False) -> JSONResponse:
         """Add a provider directory to the running store (signed like an S3 request)."""
-        store = elastic(request)
+        store = elastic()
         if isinstance(store, JSONResponse):
             return store
         try:
@@ -198,12 +205,10 @@ def build_app(components: Components, users: UserDirectory | None = None) -> Sta
             return admin_error(InvalidArgument(str(exc)))
         return JSONResponse({"provider": asdict(info)})
 
-    @app.post("/_squall/elastic/next-size")
-    async def elastic_next_size(request: Request, size: int) -> JSONResponse:
+    @app.post("/_squall/elastic/next-size", dependencies=change_settings)
+    async def elastic_next_size(size: int) -> JSONResponse:
         """Size the next elastic volume ``size`` bytes, once (``squall calibrate``).
         Signed by the admin."""
-        if (error := not_admin(request)) is not None:
-            return error
         elastic = components.cache.elastic if components.cache is not None else None
         if elastic is None:
             return admin_error(InvalidRequest("this gateway does not run cache_mode=elastic"))

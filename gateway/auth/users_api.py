@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
-from starlette.requests import Request
 from starlette.types import Scope
 
 from backends.core.units import parse_rate
@@ -37,32 +36,26 @@ def register_routes(app: FastAPI, users: UserDirectory,
     """Add the routes; ``authenticate(scope)`` returns the signer's access key or raises
     StorageError."""
 
-    def refusal(request: Request) -> JSONResponse | None:
-        return admin.refusal(request, authenticate, admin_key=users.admin.access_key,
-                             what="manage users")
+    # The caller is checked before the parameters (docs/security.md).
+    admin_only = [Depends(admin.caller_check(authenticate, admin_key=users.admin.access_key,
+                                             what="manage users"))]
 
-    @app.get(PATH)
-    async def list_users(request: Request) -> JSONResponse:
-        if (error := refusal(request)) is not None:
-            return error
+    @app.get(PATH, dependencies=admin_only)
+    async def list_users() -> JSONResponse:
         return JSONResponse({"users": [u.public() for u in users.users()]})
 
-    @app.post(PATH)
-    async def add_user(request: Request, name: str) -> JSONResponse:
-        if (error := refusal(request)) is not None:
-            return error
+    @app.post(PATH, dependencies=admin_only)
+    async def add_user(name: str) -> JSONResponse:
         try:
             user = await asyncio.to_thread(lambda: users.add(new_user(name)))
         except UserError as exc:
             return _invalid(exc)
         return JSONResponse({"user": {**user.public(), "secret_key": user.secret_key}})
 
-    @app.put(PATH)
-    async def set_limits(request: Request, name: str, max_requests: int | None = None,
+    @app.put(PATH, dependencies=admin_only)
+    async def set_limits(name: str, max_requests: int | None = None,
                          max_rate: float | None = None,
                          max_bandwidth: str | None = None) -> JSONResponse:
-        if (error := refusal(request)) is not None:
-            return error
         try:
             limits = UserLimits(max_requests=max_requests, max_rate=max_rate,
                                 max_bandwidth=bandwidth_of(max_bandwidth))
@@ -71,10 +64,8 @@ def register_routes(app: FastAPI, users: UserDirectory,
             return _invalid(exc)
         return JSONResponse({"user": user.public()})
 
-    @app.delete(PATH)
-    async def remove_user(request: Request, name: str) -> JSONResponse:
-        if (error := refusal(request)) is not None:
-            return error
+    @app.delete(PATH, dependencies=admin_only)
+    async def remove_user(name: str) -> JSONResponse:
         try:
             gone = await asyncio.to_thread(users.remove, name)
         except UserError as exc:

@@ -68,6 +68,9 @@ class Flusher:
         self._attempts: dict[BK, int] = {}
         self._retry_at: dict[BK, float] = {}
         self._forced: set[BK] = set()  # flushes started only to make room
+        # Of each upload in flight: its record's seq and size, and the bytes sent so far
+        # (what ``wait_flushed`` and the status count as flushed before the record is).
+        self._sent: dict[BK, list[int]] = {}
         #: QoS pacing of every flush (set by the composition root); None: no pacing
         self.pace: FlushPacer | None = None
         #: whether flushes keep failing (the store cannot take writes)
@@ -83,6 +86,13 @@ class Flusher:
     @property
     def inflight(self) -> int:
         return len(self._inflight)
+
+    def sent_in_flight(self, bucket: str | None = None, up_to_seq: int | None = None) -> int:
+        """The bytes already sent of the uploads in flight (in ``bucket``, of records up
+        to ``up_to_seq``): part of what is dirty is on its way."""
+        return sum(min(sent, size) for (b, _), (seq, size, sent) in self._sent.items()
+                   if (bucket is None or b == bucket)
+                   and (up_to_seq is None or seq <= up_to_seq))
 
     def start(self) -> None:
         self._control.start()
@@ -256,6 +266,7 @@ class Flusher:
                 store.flushed(bk)
         finally:
             self._inflight.discard(bk)
+            self._sent.pop(bk, None)  # counted by the store once flushed (no await between)
             # Premature (III-A.3): picked, or needed, only to make room in phase 1.
             forced = bk in self._forced or self._policy.making_room
             self._forced.discard(bk)
@@ -265,16 +276,18 @@ class Flusher:
                 store.clear_urgent(bk)
             store.changed()
 
-    def _reader(self, segments: tuple[Segment, ...],
+    def _reader(self, entry: Entry, segments: tuple[Segment, ...],
                 hasher: Callable[[bytes], None] | None = None, *,
                 checksum: tuple[str, str] | None = None,
                 md5: str | None = None) -> Relay:
-        """The bytes of ``segments`` for the backend (:func:`backend_body`), counted as
-        flushed."""
+        """The bytes of ``segments`` (of ``entry``) for the backend
+        (:func:`backend_body`), counted as flushed."""
         stats = self._store.stats
+        sent = self._sent.setdefault(entry.bk, [entry.seq, entry.size, 0])
 
         def count(n: int) -> None:
             stats.flush_bytes_total += n
+            sent[2] += n
         return backend_body(self._store, segments, count, hasher, checksum=checksum, md5=md5)
 
     async def _upload(self, entry: Entry) -> None:
@@ -298,7 +311,8 @@ class Flusher:
         md5 = hashlib.md5()
         single = len(entry.segments) == 1 and "-" not in entry.etag
         expected = entry.segments[0].md5 if len(entry.segments) == 1 else None
-        body = self._reader(entry.segments, None if single else md5.update, md5=expected)
+        body = self._reader(entry, entry.segments, None if single else md5.update,
+                            md5=expected)
         try:
             info = await self._inner.put_object(
                 entry.bucket, entry.key, body, meta=entry.meta,
@@ -328,7 +342,7 @@ class Flusher:
 
         async def part(number: int, seg: Segment) -> None:
             async with limit:
-                body = self._reader((seg,), checksum=seg.checksum, md5=seg.md5)
+                body = self._reader(entry, (seg,), checksum=seg.checksum, md5=seg.md5)
                 try:
                     info = await inner.upload_part(entry.bucket, entry.key, upload.upload_id,
                                                    number, body,
@@ -387,7 +401,8 @@ class Flusher:
         try:
             while True:
                 pending = store.records.pending(watch, self.quarantine.holds)
-                done = min(watch.done, watch.total) if pending else watch.total
+                partly = self.sent_in_flight(watch.bucket, watch.seq)
+                done = min(watch.done + partly, watch.total) if pending else watch.total
                 if progress is not None and done != reported:
                     progress(done, watch.total)
                     reported = done

@@ -306,6 +306,7 @@ class CacheTier:
             "flushes_total": stats.flushes_total,
             "flush_errors_total": stats.flush_errors_total,
             "flush_inflight": self._flusher.inflight if self._flusher else 0,
+            "flush_inflight_sent_bytes": self._flusher.sent_in_flight() if self._flusher else 0,
             "ingest_bytes_total": stats.ingest_bytes_total,
             "writearound_bytes_total": stats.writearound_bytes_total,
             "diverted_bytes_total": stats.diverted_bytes_total,

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from gateway.commands.extras import install_hint, missing_extra
 
@@ -43,13 +44,22 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
 Runner = Callable[[argparse.Namespace], int]
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad argument is one line (as every bad value the settings refuse), not the
+    usage of ``squall serve``'s many options before it; ``--help`` still shows them.
+    Subcommands' parsers are of this class too (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _register(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
               module_name: str, commands: tuple[str, ...]) -> dict[str, Runner]:
     """Add one module's subcommands; the runner of each by name."""
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = missing_extra(exc)
+        extra = missing_extra(exc, module_name)
         if extra is None:
             raise
         for name in commands:
@@ -72,7 +82,7 @@ def _unavailable(extra: str) -> Runner:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="squall", description="Squall S3 burst buffer")
+    parser = _Parser(prog="squall", description="Squall S3 burst buffer")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     runners: dict[str, Runner] = {"serve": _serve}
@@ -82,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return runners[args.command](args)
     except ImportError as exc:  # an extra's module imported by the command as it runs
-        extra = missing_extra(exc)
+        module_of = {c: m for m, names in COMMAND_MODULES.items() for c in names}
+        extra = missing_extra(exc, module_of.get(args.command))
         if extra is None:
             raise
         print(install_hint(args.command, extra), file=sys.stderr)
@@ -105,7 +116,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"squall: {exc}", file=sys.stderr)
         return 2
     from gateway.config.preflight import preflight
+    from gateway.dashboard.access import with_run_token
 
+    settings = with_run_token(settings)  # the dashboard's way in (docs/dashboard.md)
     os.umask(0o077)  # files and directories the gateway creates: 0600 / 0700
     try:
         if settings.workers_auto:
@@ -118,6 +131,10 @@ def _serve(args: argparse.Namespace) -> int:
 
             plan.check(settings)  # what --workers refuses, before the other checks
         credentials, sock = preflight(settings, bind=settings.workers == 1)
+        from gateway.config.data_lock import hold_data_dir
+
+        # Before anything in the data directory is changed; held until the process ends.
+        lock = hold_data_dir(settings.data_dir)
         if settings.workers > 1:
             from gateway.http.workers.supervisor import serve_workers
 
@@ -133,6 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"squall: cannot start: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
+    os.close(lock)
     return 0
 
 if __name__ == "__main__":

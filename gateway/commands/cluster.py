@@ -1,8 +1,10 @@
 """``squall cluster``: the cluster as etcd holds it, and the two things an operator does.
 
-* ``status --coordinator etcd://...``: every member (live or held), its lease and the time
-  it has left, the newest membership revision it has finished handing keys over for, and
-  which members are still handing over (their keys move only once they are done).
+* ``status --coordinator etcd://...``: etcd's revision (from its answer's header) and the
+  ring's (its newest change: a registration's, or what a member synced to after a leave),
+  every member (live or held), its lease and the time it has left, the newest membership
+  revision it has finished handing keys over for, and which members are still handing
+  over (their keys move only once they are done).
 * ``leave --endpoint URL``: the member at URL hands its unflushed writes over and ends its
   lease (what a Kubernetes pod's preStop hook runs); signed with the admin's credentials.
 * ``forget NAME --coordinator ...``: a held member that will never come back stops holding
@@ -106,6 +108,9 @@ async def read_state(settings: CoordinatorSettings) -> dict[str, Any]:
                              ttl_s=await _ttl(client, lease))
             elif what == HELD:
                 entry["held"] = True
+        # A member leaving deletes its key: the ring's newest change is then no key's
+        # revision, but it is what the members sync to once they have handed keys over.
+        newest = max([newest, *synced.values()])
         for member, entry in members.items():
             entry["synced"] = synced.get(member, 0)
             entry["handing_over"] = entry["live"] and entry["synced"] < newest
@@ -137,8 +142,9 @@ async def _forget(settings: CoordinatorSettings, name: str) -> bool:
 
 
 def _print_status(state: dict[str, Any]) -> None:
-    print(f"coordinator {state['coordinator']} (prefix {state['prefix']}), membership "
-          f"revision {state['membership_revision']}")
+    print(f"coordinator {state['coordinator']} (prefix {state['prefix']}) at etcd "
+          f"revision {state['revision']}, membership revision "
+          f"{state['membership_revision']}")
     if not state["members"]:
         print("no member")
     for m in state["members"]:

@@ -20,11 +20,23 @@ EXTRA_OF_MODULE: dict[str, str] = {
 }
 
 
-def missing_extra(exc: ImportError) -> str | None:
-    """The extra that provides the module ``exc`` failed to import, or None when the
-    module is not one an extra provides (a real bug, to be raised as it is)."""
+# Command module -> the extra it needs, when that is not the one of the first missing
+# module it meets (the mount extra includes the client extra's packages: a mount without
+# httpx still needs the mount extra, not only the client one).
+EXTRA_OF_COMMAND: dict[str, str] = {
+    "gateway.fuse_mount.cli": "mount",
+}
+
+
+def missing_extra(exc: ImportError, command_module: str | None = None) -> str | None:
+    """The extra to install for the module ``exc`` failed to import (the one
+    ``command_module`` needs, if it names one), or None when the module is not one an
+    extra provides (a real bug, to be raised as it is)."""
     name = exc.name or ""
-    return EXTRA_OF_MODULE.get(name.partition(".")[0])
+    extra = EXTRA_OF_MODULE.get(name.partition(".")[0])
+    if extra is None:
+        return None
+    return EXTRA_OF_COMMAND.get(command_module or "", extra)
 
 
 def install_hint(command: str, extra: str) -> str:

@@ -63,6 +63,7 @@ class Flushed:
     objects: int
     dirty_bytes: int
     dirty_objects: int
+    in_flight_sent: int = 0  # of the dirty bytes, those already sent (uploads in flight)
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Flushed:
@@ -73,7 +74,8 @@ class Flushed:
             return sum(int(p.get(name) or 0) for p in parts)
 
         return cls(total("flush_bytes_total"), total("flushes_total"),
-                   total("dirty_bytes"), total("dirty_objects"))
+                   total("dirty_bytes"), total("dirty_objects"),
+                   total("flush_inflight_sent_bytes"))
 
 
 class Gateway:
@@ -160,7 +162,7 @@ class Progress:
         left_bytes = max(0, total - done)
         objects = ""
         if self._whole and self._now is not None:
-            left_bytes = max(left_bytes, self._now.dirty_bytes)
+            left_bytes = max(left_bytes, self._now.dirty_bytes - self._now.in_flight_sent)
             objects = f" in {self._now.dirty_objects} object(s)"
         flushed = done
         if self._start is not None and self._now is not None:

@@ -31,7 +31,7 @@ from gateway.client.credentials import credentials_from_env
 from gateway.client.failures import BadAnswer, exit_status
 from gateway.client.signing import admin_call
 from gateway.client.tls import endpoint_context
-from gateway.commands.options import DEFAULT_ENDPOINT, add_gateway_options
+from gateway.commands.options import add_endpoint_option, add_gateway_options
 
 NAME = "squall user"
 
@@ -46,8 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     def common(p: argparse.ArgumentParser) -> None:
         where = p.add_mutually_exclusive_group()
-        where.add_argument("--endpoint", default=DEFAULT_ENDPOINT,
-                           help=f"gateway URL (default {DEFAULT_ENDPOINT})")
+        add_endpoint_option(where)
         where.add_argument("--data-dir", type=Path,
                            help="change the data directory's users file instead")
         add_gateway_options(p, endpoint=False)

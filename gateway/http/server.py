@@ -21,6 +21,7 @@ from gateway.client.tls import ServerTls, tls_files
 from gateway.components import Components, build_components
 from gateway.config.humanize import format_bytes
 from gateway.config.settings import Settings
+from gateway.dashboard.access import dashboard_line
 from gateway.http.limits import Limits, protocol_class
 from gateway.http.pace import PaceLimits
 
@@ -92,12 +93,14 @@ def warn_unflushed(components: Components) -> None:
 
 def print_banner(settings: Settings, credentials: Credentials, port: int,
                  detail: str = "") -> None:
-    """The start-up lines: address, backend, where the credentials come from (the secret
-    itself only when it was just generated), and a cluster member's place and secrets."""
+    """The start-up lines: address, backend, the dashboard and how to get in, where the
+    credentials come from (the secret itself only when it was just generated), and a
+    cluster member's place and secrets."""
     address = settings.listen_address
     scheme = "https" if settings.tls_cert is not None else "http"
     print(f"Squall S3 gateway on {scheme}://{address.host}:{port}{detail}", flush=True)
     print(f"  backend: {settings.backend_spec.kind}:{settings.backend_spec.args}", flush=True)
+    print(dashboard_line(settings, scheme, port), flush=True)
     if credentials.generated:
         print(f"  generated credentials (kept in {credentials.path}):\n"
               f"    access key: {credentials.access_key}\n"

@@ -267,6 +267,18 @@ class S3Endpoint:
         except StorageError:  # no such bucket, unreadable rules: no CORS headers
             return {}
 
+    async def authorize_bucket(self, scope: Scope, access_key: str, operation: str,
+                               bucket: str) -> None:
+        """Raise AccessDenied (NoSuchBucket for a bucket that does not exist) unless the
+        user of ``access_key`` may do ``operation`` on ``bucket``, as an S3 request of
+        that operation would be decided (for the admin routes about one bucket)."""
+        user = self._user_for(access_key)
+        if self._access is None or (user is not None and user.admin):
+            return
+        source_ip, secure = request_origin(scope)
+        await self._access.authorize(user, operation, bucket, "", query={}, headers={},
+                                     source_ip=source_ip, secure=secure)
+
     def authenticate(self, scope: Scope,
                      pairs: list[tuple[str, str]] | None = None) -> AuthContext:
         """Verify the request's SigV4 signature (header or presigned) with our keys, or

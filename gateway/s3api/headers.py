@@ -107,13 +107,19 @@ def _stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
                 len(redirect) > MAX_REDIRECT_LOCATION:
             raise InvalidRedirectLocation()
         out[WEBSITE_REDIRECT] = redirect
-    storage_class = headers.get("x-amz-storage-class")
-    if storage_class is not None:
-        if storage_class not in STORAGE_CLASSES:
-            raise InvalidStorageClass()
-        if storage_class != "STANDARD":
-            out[STORAGE_CLASS] = storage_class
+    storage_class = check_storage_class(headers)
+    if storage_class is not None and storage_class != "STANDARD":
+        out[STORAGE_CLASS] = storage_class
     return out
+
+
+def check_storage_class(headers: Mapping[str, str]) -> str | None:
+    """The ``x-amz-storage-class`` a request names, if any; InvalidStorageClass for one S3
+    does not know (also on a CopyObject that keeps the source's metadata)."""
+    storage_class = headers.get("x-amz-storage-class")
+    if storage_class is not None and storage_class not in STORAGE_CLASSES:
+        raise InvalidStorageClass()
+    return storage_class
 
 
 def storage_class(meta: ObjectMeta) -> str:
@@ -137,7 +143,10 @@ def check_tags(tags: Mapping[str, str], *, limit: int = MAX_TAGS,
 def parse_tagging_header(value: str | None) -> dict[str, str]:
     if not value:
         return {}
-    pairs = urllib.parse.parse_qsl(value, keep_blank_values=True)
+    try:
+        pairs = urllib.parse.parse_qsl(value, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidTag("The TagValue you have provided is invalid") from None
     tags = dict(pairs)
     if len(tags) != len(pairs):
         raise InvalidTag("Cannot provide multiple Tags with the same key")

@@ -9,7 +9,12 @@ from gateway.protocol.xml import el, parse, text
 
 
 def parse_tagging(document: bytes) -> dict[str, str]:
-    """The tags of a ``<Tagging><TagSet><Tag>`` document; InvalidTag for a repeated key."""
+    """The tags of a ``<Tagging><TagSet><Tag>`` document; InvalidTag for a repeated key
+    or a document that is not UTF-8 (a tag is text)."""
+    try:
+        document.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidTag("The TagValue you have provided is invalid") from None
     root = parse(document, "Tagging")
     tag_set = root.find("TagSet")
     if tag_set is None:

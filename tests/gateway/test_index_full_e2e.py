@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import make_client
 from tests.support.server import SquallProcess
-from tests.support.tmpfs import small_filesystem
+from tests.support.tmpfs import fill, small_filesystem
 
 
 @pytest.fixture
@@ -19,16 +19,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB file system of its own (tmpfs); skipped where mounting is not allowed."""
     with small_filesystem(tmp_path / "disk") as mount:
         yield mount
-
-
-def _fill(path: Path) -> None:
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
 
 
 def test_full_index_disk_is_unhealthy_then_recovers_without_restart(
@@ -40,7 +30,7 @@ def test_full_index_disk_is_unhealthy_then_recovers_without_restart(
         s3 = make_client(server.endpoint)
         s3.create_bucket(Bucket="lab")
         s3.put_object(Bucket="lab", Key="before", Body=b"1" * 1000)
-        _fill(small_disk / "filler")
+        fill(small_disk / "filler")
         with pytest.raises(ClientError) as refused:
             for i in range(50):  # the WAL's free tail is used up within a few writes
                 s3.put_object(Bucket="lab", Key=f"during-{i}", Body=b"2" * 1000)

@@ -23,3 +23,14 @@ def small_filesystem(mount: Path, size: str = "16m") -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until its file system is full (as another tool would)."""
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass

@@ -172,8 +172,13 @@ class EtcdClient:
                     await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     stop.cancel()
+                    if not step.done():
+                        # Cancelled here (the member stops) or the endpoint changed: the
+                        # pending step ends when the watch is cancelled below, and what it
+                        # ends with (StopAsyncIteration) is nobody's to report.
+                        step.cancel()
+                        step.add_done_callback(_retrieved)
                 if not step.done():
-                    step.cancel()
                     raise CoordinatorUnavailable("the etcd endpoint changed")
                 try:
                     yield step.result()
@@ -197,6 +202,13 @@ class EtcdClient:
         if client is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), self.timeout_s)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take a finished, abandoned task's outcome, so that asyncio does not log it as
+    "never retrieved"."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _cancelling() -> bool:

@@ -251,6 +251,13 @@
   // A gateway without --public-status answers the data only to a bearer status token: the
   // page asks for it once and keeps it for this tab (sessionStorage), never in the URL.
   const TOKEN_KEY = "squall-status-token";
+  // The address squall serve prints carries the token in its fragment (#token=...), which
+  // no browser sends to a server: keep it for this tab and take it out of the address bar.
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    window.history.replaceState(null, "", location.pathname + location.search);
+  }
   function authHeaders() {
     const token = sessionStorage.getItem(TOKEN_KEY);
     return token ? { Authorization: "Bearer " + token } : {};
@@ -258,8 +265,11 @@
   function askForToken(refused) {
     const form = $("login");
     $("login-message").textContent = sessionStorage.getItem(TOKEN_KEY)
-      ? "The status token was refused." : "This gateway shows its status to holders of "
-        + "its status token (squall serve --status-token).";
+      ? "Not authorised: the status token was refused (a token printed by squall serve "
+        + "lasts as long as that run)."
+      : "Not authorised: this gateway shows its status to holders of its status token. "
+        + "Open the dashboard address squall serve printed (it carries a token), or give "
+        + "the token set with --status-token.";
     form.hidden = false;
     form.dataset.refused = String(refused);
   }
@@ -277,7 +287,10 @@
       const response = await fetch(DATA_URL, { cache: "no-store", headers: authHeaders() });
       if (response.status === 401 || response.status === 403) {
         askForToken(response.status);
-        throw new Error("HTTP " + response.status + ": a status token is needed");
+        conn.textContent = "not authorised";
+        conn.className = "pill warn";
+        conn.title = "HTTP " + response.status + ": the status token is missing or refused";
+        return;
       }
       if (!response.ok) throw new Error("HTTP " + response.status);
       $("login").hidden = true;

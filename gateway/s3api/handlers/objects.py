@@ -187,6 +187,7 @@ async def copy_object(req: S3Request) -> Response:
     source = h.copy_source(req.headers)
     if source.byte_range is not None:
         raise InvalidArgument("x-amz-copy-source-range is only allowed with UploadPartCopy.")
+    h.check_storage_class(req.headers)
     directive = req.headers.get("x-amz-metadata-directive", "COPY").upper()
     tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
     if directive not in ("COPY", "REPLACE") or tag_directive not in ("COPY", "REPLACE"):

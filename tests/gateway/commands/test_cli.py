@@ -33,6 +33,7 @@ def test_bad_options_give_clear_messages(tmp_path: Path, args: list[str], messag
     result = run_cli("serve", "--data-dir", str(tmp_path / "d"), *args)
     assert result.returncode == 2
     assert message in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no usage before it
     assert "Traceback" not in result.stderr
 
 

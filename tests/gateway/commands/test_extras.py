@@ -80,6 +80,20 @@ def test_serve_needs_no_extra() -> None:
     assert "(needs the client extra)" in help_proc.stdout
 
 
+def test_help_of_the_base_install_names_each_command_s_extra() -> None:
+    """On the base install (no extra), ``squall --help`` names the extra each command
+    asks for when run: the mount extra for mount, though httpx is the first it misses."""
+    extras = list(EXTRA_OF_MODULE)
+    help_lines = squall_without(extras, "--help").stdout.splitlines()
+    mount = [line for line in help_lines if line.strip().startswith("mount ")]
+    assert mount and "(needs the mount extra)" in mount[0], help_lines
+    sync = [line for line in help_lines if line.strip().startswith("sync ")]
+    assert sync and "(needs the client extra)" in sync[0], help_lines
+    proc = squall_without(extras, "mount", "http://127.0.0.1:1", "bkt", "/tmp")
+    assert proc.returncode == 2
+    assert proc.stderr == "squall: mount needs the mount extra: pip install 'squall[mount]'\n"
+
+
 def test_a_real_import_error_is_not_hidden() -> None:
     """A missing module that no extra provides is a bug: its traceback shows."""
     proc = squall_without(["botocore"], "sync")

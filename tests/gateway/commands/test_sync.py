@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.commands.cli import main
 from tests.conftest import make_client
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess, free_port
+from tests.support.signing import send
 
 
 def sync(endpoint: str, *args: str, secret: str = SECRET_KEY
@@ -72,3 +75,32 @@ def test_failures_are_one_line_and_non_zero(squall: SquallProcess, bucket: str) 
         assert "{" not in result.stderr and "Traceback" not in result.stderr
     ok = sync(squall.endpoint, "--bucket", bucket)
     assert ok.returncode == 0 and f"everything dirty of bucket {bucket}" in ok.stdout
+
+
+def test_left_shrinks_while_an_object_is_partly_flushed(
+        slow_backend: SquallProcess, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One object of 6 MiB, then one of 10 MiB, through a 1 MiB/s backend: the bytes already
+    sent of it count as flushed (in the gateway's NDJSON progress and in what squall sync says
+    is left). The command runs in this process: a new interpreter may take longer to start
+    than the flush takes on a loaded machine."""
+    s3 = make_client(slow_backend.endpoint)
+    s3.create_bucket(Bucket="one")
+    s3.put_object(Bucket="one", Key="big", Body=os.urandom(6 * 1024 * 1024))
+    url = f"{slow_backend.endpoint}/_squall/sync?bucket=one"
+    answer = send("POST", url)
+    assert answer.status_code == 200, answer.text
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert lines[-1]["flushed"] is True
+    partial = [line["done"] for line in lines[:-1] if 0 < line["done"] < line["total"]]
+    assert len(set(partial)) >= 2, lines  # grew while the one object was on its way
+    assert partial == sorted(partial)
+    monkeypatch.setenv("SQUALL_ACCESS_KEY", ACCESS_KEY)
+    monkeypatch.setenv("SQUALL_SECRET_KEY", SECRET_KEY)
+    s3.put_object(Bucket="one", Key="big", Body=os.urandom(10 * 1024 * 1024))
+    assert main(["sync", "--endpoint", slow_backend.endpoint]) == 0
+    err = capsys.readouterr().err
+    left = [float(m.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1024 ** 2}[m.group(2)]
+            for m in re.finditer(r"squall sync: ([\d.]+) (B|KiB|MiB) left in 1 object", err)]
+    # while the one object is still not flushed, what is left is less than its size
+    assert left and all(b < 10 * 1024 * 1024 for b in left[1:] or left), err

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import make_client
-from tests.support.server import SquallProcess
+from tests.support.server import SquallProcess, free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -119,7 +124,9 @@ def test_a_closed_gateway_asks_for_the_status_token(tmp_path: Path, browser: Any
         browser.get(f"{server.endpoint}/_squall/ui")
         form = browser.find_element("id", "login")
         wait_for(form.is_displayed, "the token form")
-        assert browser.find_element("id", "connection").text == "disconnected"
+        wait_for(lambda: browser.find_element("id", "connection").text == "not authorised",
+                 "what the page lacks")
+        assert "Not authorised" in browser.find_element("id", "login-message").text
         browser.find_element("id", "token").send_keys("not-the-token")
         browser.find_element("css selector", "#login button").click()
         wait_for(lambda: "refused" in browser.find_element("id", "login-message").text,
@@ -132,3 +139,52 @@ def test_a_closed_gateway_asks_for_the_status_token(tmp_path: Path, browser: Any
         assert token not in browser.current_url
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_the_readme_start_ends_with_the_dashboard_open(tmp_path: Path, browser: Any) -> None:
+    """README's first command on a fresh directory: ``squall serve`` with no setting (but
+    a free port: 9000 may be taken here). Its banner prints the dashboard's address with
+    a token for this run; opened as printed, the page shows the gateway's figures."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "AWS_"))}
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.commands.cli", "serve",
+                             "--listen", f"127.0.0.1:{port}"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        banner: list[str] = []
+        while not any("secret key:" in line for line in banner):  # generated: a fresh start
+            line = proc.stdout.readline()
+            assert line, "".join(banner)
+            banner.append(line)
+        # the rest of its output is read on (a full pipe would stop the gateway)
+        rest = threading.Thread(target=proc.stdout.read, daemon=True)
+        rest.start()
+        url = next(line for line in banner if "dashboard:" in line).split()[1]
+        assert url.startswith(f"http://127.0.0.1:{port}/_squall/ui#token="), banner
+        ready = SquallProcess(tmp_path / "squall-data", port=port)
+        wait_for(lambda: _healthy(ready), "the gateway to be ready", timeout=120)
+        browser.get(url)
+        wait_for(lambda: browser.find_element("id", "connection").text == "live",
+                 "the data, with the printed token", timeout=120)
+        assert value(browser, "dirty-bytes") == 0
+        assert "posix" in browser.find_element("id", "backend").text
+        assert not browser.find_element("id", "login").is_displayed()
+        assert "token" not in browser.current_url  # moved out of the address bar
+        shot = tmp_path / "readme-dashboard.png"
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        # a tab without the token is told what it lacks
+        browser.execute_script("sessionStorage.clear()")
+        browser.get(url.split("#")[0])
+        wait_for(lambda: browser.find_element("id", "connection").text == "not authorised",
+                 "the page to say it is not authorised", timeout=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+
+
+def _healthy(server: SquallProcess) -> bool:
+    try:
+        return httpx.get(f"{server.endpoint}/_squall/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -10,6 +10,8 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.support.signing import send
+
 
 def code_of(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
     err = exc.value.response
@@ -206,6 +208,38 @@ def test_tagging(s3, bucket: str) -> None:
     with pytest.raises(ClientError) as exc:
         s3.get_object_tagging(Bucket=bucket, Key="missing")
     assert code_of(exc) == ("NoSuchKey", 404)
+
+
+def test_bogus_storage_class_and_non_utf8_tags_are_refused(squall, s3, bucket: str) -> None:
+    """S3's answers: 400 InvalidStorageClass, 400 InvalidTag; nothing is stored."""
+    refused = [
+        lambda: s3.put_object(Bucket=bucket, Key="sc", Body=b"x", StorageClass="BOGUS"),
+        lambda: s3.create_multipart_upload(Bucket=bucket, Key="sc", StorageClass="BOGUS"),
+        lambda: s3.copy_object(Bucket=bucket, Key="sc", StorageClass="BOGUS",
+                               CopySource={"Bucket": bucket, "Key": "src"}),
+    ]
+    s3.put_object(Bucket=bucket, Key="src", Body=b"x", StorageClass="STANDARD_IA")
+    for call in refused:
+        with pytest.raises(ClientError) as exc:
+            call()
+        assert code_of(exc) == ("InvalidStorageClass", 400)
+    for call in (lambda: s3.put_object(Bucket=bucket, Key="tag", Body=b"x",
+                                       Tagging="k=%ff%fe"),
+                 lambda: s3.create_multipart_upload(Bucket=bucket, Key="tag",
+                                                    Tagging="k=%ff%fe")):
+        with pytest.raises(ClientError) as exc:
+            call()
+        assert code_of(exc) == ("InvalidTag", 400)
+    listed = s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+    assert [o["Key"] for o in listed] == ["src"]
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    # a PutObjectTagging document whose value is not UTF-8
+    url = f"{squall.endpoint}/{bucket}/src?tagging"
+    document = (b"<Tagging><TagSet><Tag><Key>k</Key><Value>\xff\xfe</Value></Tag></TagSet>"
+                b"</Tagging>")
+    answer = send("PUT", url, document)
+    assert answer.status_code == 400 and b"<Code>InvalidTag</Code>" in answer.content
+    assert s3.get_object_tagging(Bucket=bucket, Key="src")["TagSet"] == []
 
 
 @pytest.mark.parametrize("key", ["a//b", "trail/", "../escape", "a/../../b", "./x", "..",
