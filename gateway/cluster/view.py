@@ -29,7 +29,7 @@ from gateway.cluster.ring import Ring, routing_key, weight, worker_index
 STATIC = "s"
 #: keys whose owner and mirrors a view remembers (then it forgets them all and starts
 #: again): a request asks for them several times (forwarding, storage, mirroring)
-MEMO_KEYS = 1 << 16
+MEMO_KEYS = 1 << 12  # (keys of up to 1 KiB: a few MB per view at most)
 _UNSET = object()
 
 
