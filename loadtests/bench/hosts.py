@@ -99,9 +99,9 @@ def _find(rows: Sequence[HostRow], setup: str, wl: Workload) -> HostRow | None:
 
 
 def _table(title: str, rows: Sequence[HostRow], wls: Sequence[Workload],
-           cell: Callable[[HostRow, Workload], str]) -> list[str]:
-    out = [title + "\n", "| setup | " + " | ".join(f"{w.title} ({w.unit})" for w in wls)
-           + " |", "|---|" + "---:|" * len(wls)]
+           cell: Callable[[HostRow, Workload], str], *, units: bool = False) -> list[str]:
+    names = [f"{w.title} ({w.unit})" if units else w.title for w in wls]
+    out = [title + "\n", "| setup | " + " | ".join(names) + " |", "|---|" + "---:|" * len(wls)]
     for setup in dict.fromkeys(r.setup for r in rows):
         cells = []
         for wl in wls:
@@ -125,7 +125,7 @@ def hosts_report(rows: Sequence[HostRow], wls: Sequence[Workload], cap: float,
         return str(math.ceil(rate * row.cpu_us / 1e6 / cap)) if row.cpu_us else "-"
 
     out = _table(f"Throughput, each member capped at {cap} CPU (a cgroup of its own), "
-                 "requests round robin", rows, wls, throughput)
+                 "requests round robin", rows, wls, throughput, units=True)
     out += [""] + _table("Members' CPU per request, microseconds (all members together)",
                          rows, wls, lambda row, _wl: f"{row.cpu_us:.0f}")
     out += [""] + _table(f"Capacity: hosts of {cap} CPU that serve {rate:.0f} requests/s "
