@@ -99,10 +99,13 @@ class ClusterView:
 
     async def discard_all(self) -> int:
         """Forget every record, unflushed ones included, without flushing (this member
-        starts anew: the others hold newer states of its keys). How many."""
+        starts anew: the others hold newer states of its keys). A flush in flight is
+        stopped first: one taken before this member may flush (waiting for its lease)
+        would land after the new owners' flushes. How many."""
         dropped = 0
         for bucket, key in self.held_keys():
-            dropped += await self.discard(bucket, key, sync=False)
+            async with self._tier.flushes_held_back(bucket, key):
+                dropped += await self.discard(bucket, key, sync=False)
         await self._store.barrier()
         return dropped
 

@@ -5,7 +5,9 @@ of keys handed over to this member by their previous owner or the holders of the
 One file per key in ``<data dir>/mirror``: a JSON header line (format version, bucket,
 key, the member that sent it, epoch, sequence, deletion or object info), then the
 object's bytes. Written to a temporary name, fsynced, renamed, directory fsynced: a copy
-is durable before it is acknowledged. A record is replaced only by a newer one,
+is durable before it is acknowledged. Small copies that arrive together are written as
+one group (one worker call, one directory fsync for all of them: a group commit, as the
+cache index does, :mod:`gateway.cache.commits`). A record is replaced only by a newer one,
 ``(epoch, seq)`` ordered: the epoch is the etcd revision of the membership view the
 write was served under, the sequence the serving member's record sequence. Copies are
 never flushed here: the owner flushes, then tells the mirrors to drop them; a copy of a
@@ -20,7 +22,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,6 +30,7 @@ from typing import Any, BinaryIO
 from backends.core.base import ObjectInfo
 from backends.core.blocking import run_cache_blocking
 from backends.core.errors import BackendError
+from gateway.cache.commits import GroupCommit
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
 
@@ -99,6 +102,9 @@ class MirrorStore:
         self.root = root
         self.records: dict[BK, MirrorRecord] = {}
         self.locks = KeyLocks()
+        #: small copies written together share a worker call and the directory's fsync
+        self._commits: GroupCommit[tuple[Path, list[bytes]]] = GroupCommit(
+            lambda files, _sync: _write_files(root, files))
 
     # -- start -------------------------------------------------------------------------
     async def load(self) -> None:
@@ -154,7 +160,7 @@ class MirrorStore:
                 if gathered >= CHUNK:
                     break
             else:
-                await run_cache_blocking(_write_file, self.root, path, pieces)
+                await self._commits.write((path, pieces), sync=True)
                 self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, path,
                                                 len(line))
                 return True
@@ -220,17 +226,25 @@ class MirrorStore:
         return len(gone)
 
 
-def _write_file(root: Path, path: Path, pieces: list[bytes]) -> None:
-    tmp = root / f".tmp-{secrets.token_hex(8)}"
+def _write_files(root: Path, files: Sequence[tuple[Path, list[bytes]]]) -> None:
+    """Write each file durably under a temporary name, then rename them all into place
+    and fsync the directory once; nothing is renamed if any write fails (a group:
+    :class:`~gateway.cache.commits.GroupCommit`; one key's writes never meet in one)."""
+    done: list[tuple[Path, Path]] = []
     try:
-        with open(tmp, "wb") as f:
-            f.writelines(pieces)
-            f.flush()
-            os.fsync(f.fileno())
+        for path, pieces in files:
+            tmp = root / f".tmp-{secrets.token_hex(8)}"
+            done.append((tmp, path))
+            with open(tmp, "wb") as f:
+                f.writelines(pieces)
+                f.flush()
+                os.fsync(f.fileno())
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_all([tmp for tmp, _ in done])
         raise
-    _publish(tmp, path)
+    for tmp, path in done:
+        os.replace(tmp, path)
+    _fsync_dir(root)
 
 
 def _unlink_all(paths: list[Path]) -> None:

@@ -27,6 +27,10 @@ from gateway.cluster.ring import Ring, routing_key, weight, worker_index
 
 #: the view token of a static member list starts with this (then its ring id)
 STATIC = "s"
+#: keys whose owner and mirrors a view remembers (then it forgets them all and starts
+#: again): a request asks for them several times (forwarding, storage, mirroring)
+MEMO_KEYS = 1 << 12  # (keys of up to 1 KiB: a few MB per view at most)
+_UNSET = object()
 
 
 def member_id(name: str) -> str:
@@ -67,6 +71,11 @@ class View:
     #: the hosts, each with its members by worker index (derived)
     _hosts: dict[str, dict[int, Member]] = field(init=False, repr=False, compare=False)
     _by_id: dict[str, str] = field(init=False, repr=False, compare=False)
+    #: owners and mirror lists computed under this view (a view never changes)
+    _owners: dict[tuple[str, str], str | None] = field(init=False, repr=False,
+                                                       compare=False)
+    _mirrors: dict[tuple[str, str, int], tuple[str, ...]] = field(init=False, repr=False,
+                                                                  compare=False)
 
     def __post_init__(self) -> None:
         hosts: dict[str, dict[int, Member]] = {}
@@ -74,6 +83,8 @@ class View:
             hosts.setdefault(member.host, {})[member.worker] = member
         object.__setattr__(self, "_hosts", hosts)
         object.__setattr__(self, "_by_id", {m.id: m.name for m in self.members.values()})
+        object.__setattr__(self, "_owners", {})
+        object.__setattr__(self, "_mirrors", {})
 
     @classmethod
     def static(cls, ring: Ring) -> View:
@@ -115,9 +126,19 @@ class View:
         return [name for _, name in ranked]
 
     def owner(self, bucket: str, key: str) -> str | None:
-        """The member owning the key (None: no member runs the worker it belongs to)."""
+        """The member owning the key (None: no member runs the worker it belongs to);
+        computed once per key and view."""
         if len(self.members) == 1:
             return next(iter(self.members))
+        found = self._owners.get((bucket, key), _UNSET)
+        if found is _UNSET:
+            found = self._owner(bucket, key)
+            if len(self._owners) >= MEMO_KEYS:
+                self._owners.clear()
+            self._owners[(bucket, key)] = found
+        return found  # type: ignore[return-value]
+
+    def _owner(self, bucket: str, key: str) -> str | None:
         rkey = routing_key(key)
         best: tuple[tuple[int, str], str] | None = None
         for host, workers in self._hosts.items():
@@ -135,15 +156,20 @@ class View:
     def mirrors(self, bucket: str, key: str, replicas: int) -> list[str]:
         """The members that keep copies of the key's unflushed writes: the next
         ``replicas - 1`` of its preference list after the owner, on other hosts and
-        with a live lease."""
+        with a live lease. Computed once per key and view."""
         if replicas <= 1:
             return []
-        order = self.preference(bucket, key)
-        if not order:
-            return []
-        home = self.members[order[0]].host
-        return [n for n in order[1:] if self.members[n].host != home
-                and not self.members[n].held][:replicas - 1]
+        memo = (bucket, key, replicas)
+        found = self._mirrors.get(memo)
+        if found is None:
+            order = self.preference(bucket, key)
+            home = self.members[order[0]].host if order else ""
+            found = tuple(n for n in order[1:] if self.members[n].host != home
+                          and not self.members[n].held)[:replicas - 1]
+            if len(self._mirrors) >= MEMO_KEYS:
+                self._mirrors.clear()
+            self._mirrors[memo] = found
+        return list(found)
 
 
 def _fingerprint(members: Iterable[str]) -> str:

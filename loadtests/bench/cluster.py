@@ -12,6 +12,8 @@ clients' requests routed three ways:
   forwarded): with ``owner``, the cost of forwarding.
 
 Everything (members and client) shares this machine's cores; see docs/benchmarks.md.
+With ``--hosts`` (root) each member runs in a cgroup of its own capped at ``--cpu-cap``
+CPUs instead, for one gateway and 1, 2, 3 members (:mod:`loadtests.bench.hosts`).
 """
 
 from __future__ import annotations
@@ -236,10 +238,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", default="8s", help="time per run at most")
     parser.add_argument("--server-args", default="",
                         help="extra 'squall serve' arguments for every member")
+    parser.add_argument("--hosts", action="store_true",
+                        help="each member in a CPU-capped cgroup of its own (root): one "
+                             "gateway, then --replicas members, on PUT 4 KiB x16, GET 4 KiB "
+                             "x16 and PUT 4 MiB x8")
+    parser.add_argument("--cpu-cap", type=float, default=0.4,
+                        help="CPUs of each host with --hosts")
+    parser.add_argument("--rate", type=float, default=10000.0,
+                        help="requests/s the capacity line of --hosts is computed for")
     args = parser.parse_args(argv)
     replicas = sorted({int(r) for r in args.replicas.split(",")})
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     duration = parse_duration(args.duration)
+    if args.hosts:
+        return _hosts(args, replicas, duration)
     wls = workloads(sizes, args.clients, args.count, duration)
     latency_wls = workloads(sizes, 1, args.count, duration)
     with tempfile.TemporaryDirectory(prefix="squall-cluster-bench-") as tmp, \
@@ -253,6 +265,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nForwarding cost with {max(replicas)} replicas (same workloads; and one "
               "client alone)\n")
         print(forwarding_table(rows, [*wls, *latency_wls]))
+    return 0
+
+
+def _hosts(args: argparse.Namespace, replicas: Sequence[int], duration: float) -> int:
+    # imported here: loadtests.bench.hosts builds on this module
+    from loadtests.bench import hosts
+    from loadtests.bench.cgroups import cgroups_unavailable
+
+    why = cgroups_unavailable()
+    if why is not None:
+        print(f"--hosts skipped: {why}", file=sys.stderr)
+        return 0
+    if args.cpu_cap <= 0:
+        print("--cpu-cap must be a positive number of CPUs", file=sys.stderr)
+        return 2
+    wls = hosts.shapes(args.count, duration)
+    with tempfile.TemporaryDirectory(prefix="squall-hosts-bench-") as tmp, \
+            etcd_server(Path(tmp)) as etcd:
+        rows = hosts.run_hosts(replicas, wls, args.server_args.split(), Path(tmp),
+                               coordinator_url(etcd), args.cpu_cap)
+    print(hosts.hosts_report(rows, wls, args.cpu_cap, args.rate))
     return 0
 
 

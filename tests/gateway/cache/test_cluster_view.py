@@ -92,6 +92,32 @@ async def test_everything_held_is_dropped_when_the_member_starts_anew(env: Env) 
     assert view.held_keys() == [] and tier.store.dirty_count == 0
 
 
+async def test_a_flush_waiting_for_the_lease_is_stopped_when_the_member_starts_anew(
+        env: Env) -> None:
+    """A restarted member's flusher takes an old record before the member may flush (its
+    pacer waits for the lease); the member then starts anew: that flush must not go on
+    once the lease comes, since the new owner's newer version is on the backend."""
+    tier = await env.tier()
+    store, view = tier.store, ClusterView(tier)
+    lease = asyncio.Event()
+    waiting: list[str] = []
+
+    async def gate(bucket: str, nbytes: int) -> None:  # as ClusterNode.gate_flushes
+        waiting.append(bucket)
+        await lease.wait()
+    tier.pace_flushes(gate)
+    await tier.put_object(BUCKET, "old", body(b"older than the new owner's"), meta=META)
+    await until(lambda: bool(waiting), "a flush waits for the lease")
+    assert store.get(BUCKET, "old").state.value == "FLUSHING"
+    assert await view.discard_all() == 1
+    lease.set()
+    await tier.put_object(BUCKET, "later", body(b"flushed"), meta=META)
+    await tier.wait_flushed()
+    assert view.held_keys() == [(BUCKET, "later")]
+    assert (env.backend_root / BUCKET / "later").exists()
+    assert not (env.backend_root / BUCKET / "old").exists()
+
+
 async def test_uploads_held_and_the_backend_uploads_to_hide(env: Env) -> None:
     inner = StalledFlushes(env.backend_root, min_part_size=4 * KiB)
     inner.go = asyncio.Event()  # nothing flushes: what is written stays held here

@@ -78,3 +78,42 @@ def test_clear_drops_every_copy(tmp_path: Path) -> None:
         await again.load()
         assert again.records == {}
     asyncio.run(scenario())
+
+
+def test_copies_arriving_together_are_all_kept_as_one_group(tmp_path: Path) -> None:
+    """Small copies written at once share a group commit: each is durable (read back
+    after a restart) with its own bytes, and no temporary file is left."""
+    async def scenario() -> None:
+        store = MirrorStore(tmp_path)
+        await store.load()
+        kept = await asyncio.gather(*(
+            store.put("b", f"k{i}", owner=OWNER, epoch=2, seq=i, info=_info(4),
+                      body=body_of(f"v{i:03d}".encode())) for i in range(24)))
+        assert all(kept)
+        assert 0 < store._commits.groups <= 24 and store._commits.batches == 24
+        again = MirrorStore(tmp_path)
+        await again.load()
+        assert len(again.records) == 24
+        for i in range(24):
+            record = again.records[("b", f"k{i}")]
+            assert record.seq == i
+            body = b"".join([c async for c in again.read(record)])
+            assert body == f"v{i:03d}".encode()
+    asyncio.run(scenario())
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_a_group_that_cannot_be_written_keeps_nothing(tmp_path: Path) -> None:
+    """A copy that cannot be written (its directory is gone) fails the put, and nothing
+    of the group is published or remembered."""
+    async def scenario() -> None:
+        root = tmp_path / "mirror"
+        store = MirrorStore(root)
+        await store.load()
+        root.rmdir()  # a real fault: the files cannot be created
+        results = await asyncio.gather(*(
+            store.put("b", f"k{i}", owner=OWNER, epoch=2, seq=i, info=_info(1),
+                      body=body_of(b"x")) for i in range(3)), return_exceptions=True)
+        assert all(isinstance(r, OSError) for r in results)
+        assert store.records == {}
+    asyncio.run(scenario())

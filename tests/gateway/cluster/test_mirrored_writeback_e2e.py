@@ -168,8 +168,8 @@ def test_a_returning_owner_does_not_resurrect_what_others_wrote(mirrored: Cluste
     s3 = cluster.clients
     s3[0].create_bucket(Bucket=BUCKET)
     changed, kept = (cluster.key_owned_by(1, BUCKET, prefix=p) for p in ("changed", "kept"))
-    # 16 KiB take 8 s to flush: the old version is unflushed when its owner dies (a
-    # flush of it in flight at the return ends before the newer one starts)
+    # 16 KiB take 8 s to flush: the old version is unflushed when its owner dies; back,
+    # its flusher may take it again before the member may flush, and must not write it
     s3[0].put_object(Bucket=BUCKET, Key=changed, Body=b"old" * 5461)
     s3[2].put_object(Bucket=BUCKET, Key=kept, Body=b"kept")
     # (with --workers N each worker has its share of the throttle: the 4-byte write

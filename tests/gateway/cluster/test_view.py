@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.cluster.ring import Ring, owner_index
 from gateway.cluster.view import Member, View, member_id
 
@@ -84,3 +86,20 @@ def test_members_are_named_by_short_ids_and_views_by_revision() -> None:
     assert v.others() == [HOSTS[0]] and v.mine and v.token == "7"
     assert not View(7, v.members, "http://elsewhere:1").mine
     assert len(member_id(HOSTS[0])) == 16 and ":" not in member_id(HOSTS[0])
+
+
+def test_owners_and_mirrors_are_computed_once_per_view_and_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view remembers each key's owner and mirrors (a request asks several times);
+    another view computes its own, and a full memo starts again without changing any
+    answer."""
+    three, four = view(HOSTS[:3]), view(HOSTS[:4], revision=8)
+    first = {key: (three.owner("b", key), three.mirrors("b", key, 2)) for key in KEYS}
+    moved = [k for k in KEYS if four.owner("b", k) != first[k][0]]
+    assert moved and all(four.owner("b", k) == HOSTS[3] for k in moved)
+    monkeypatch.setattr("gateway.cluster.view.weight", lambda *_: 1 / 0)  # not hashed again
+    assert {key: (three.owner("b", key), three.mirrors("b", key, 2)) for key in KEYS} == first
+    monkeypatch.undo()
+    monkeypatch.setattr("gateway.cluster.view.MEMO_KEYS", 100)
+    small = view(HOSTS[:3])
+    assert all((small.owner("b", k), small.mirrors("b", k, 2)) == first[k] for k in KEYS)
