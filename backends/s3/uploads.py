@@ -33,7 +33,13 @@ from backends.core.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.core.errors import BadDigest, NoSuchBucket, NoSuchUpload, PreconditionFailed
+from backends.core.errors import (
+    BadDigest,
+    NoSuchBucket,
+    NoSuchUpload,
+    PreconditionFailed,
+    StorageError,
+)
 from backends.core.upload_checksums import part_checksum, undeclared, upload_checksum
 from backends.multipart import check_completion, completed_meta
 from backends.s3.errors import upstream
@@ -182,8 +188,13 @@ class Uploads:
         """
         try:
             stored = await self._stored_parts(bucket, key, upload_id)
-        except NoSuchUpload:  # a retry of a completed upload: the upstream knows (S3 does)
-            return await self._send_complete(bucket, key, upload_id, parts, {}), None
+        except NoSuchUpload as gone:
+            # Perhaps a retry of a completed upload: the upstream knows (S3 does); any
+            # other answer of its leaves the upload unknown.
+            try:
+                return await self._send_complete(bucket, key, upload_id, parts, {}), None
+            except StorageError:
+                raise gone from None
         chosen = check_completion(parts, stored, min_part_size=self._up.config.min_part_size)
         created = self._metas.get(upload_id)
         wanted = None
