@@ -44,7 +44,7 @@ import uvicorn
 
 from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.cluster.view import Membership
-from gateway.http.limits import LimitedHttpProtocol, Limits, RequestPhase
+from gateway.http.limits import LimitedHttpProtocol, Limits, RequestPhase, slot_table
 from gateway.http.workers.host import HostWorkers
 from gateway.protocol.targets import object_target
 
@@ -305,6 +305,9 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
         self._since: list[bytes] | None = None
         self._begun = 0  # requests begun in those reads
 
+    def adopted(self) -> bool:
+        return self.handed is not None  # its slot was given where it arrived
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         handed, self.handed = self.handed, None
@@ -361,7 +364,8 @@ def protocol_class(limits: Limits, owners: KeyOwners,
                    sender: HandoverSender) -> type[HandoverHttpProtocol]:
     """The protocol class of a worker's public port with hand-over."""
     return type("HandoverHttpProtocol", (HandoverHttpProtocol,),
-                {"limits": limits, "owners": owners, "sender": sender})
+                {"limits": limits, "slots": slot_table(limits), "owners": owners,
+                 "sender": sender})
 
 
 def adopter(server: uvicorn.Server) -> Adopt:
