@@ -14,9 +14,10 @@ request reaches the application (and before authentication).
   slowly than the minimum rate is cut (the connection is aborted);
 * header size and count: ``400 RequestHeaderSectionTooLarge`` (S3's code) once the request
   line and headers exceed ``max_header_bytes`` or there are more than ``max_header_count``;
-* connections (:mod:`gateway.http.slots`): beyond ``max_connections``, or beyond
-  ``max_connections_per_client`` of one client address, a new connection may only ask
-  for health or metrics (a few probe slots), else it is closed at once;
+* connections (:mod:`gateway.http.slots`): beyond ``max_connections_per_client`` of one
+  client address a new connection is closed at once; beyond ``max_connections`` one from
+  an address that holds none may ask for health or metrics once (a few probe slots),
+  anything else is closed at once;
 * requests: beyond ``max_requests`` in flight, ``503 SlowDown`` with ``Retry-After``;
   ``/_squall/health`` is never refused, and the other admin routes (not the peer
   protocol) have ``admin_reserve`` requests of their own beyond the limit, so that S3

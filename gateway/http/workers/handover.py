@@ -45,6 +45,7 @@ import uvicorn
 from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.cluster.view import Membership
 from gateway.http.limits import LimitedHttpProtocol, Limits, RequestPhase, slot_table
+from gateway.http.slots import Slot
 from gateway.http.workers.host import HostWorkers
 from gateway.protocol.targets import object_target
 
@@ -334,7 +335,10 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
 
     def on_headers_complete(self) -> None:
         since = self._since
-        if (since is not None and self._begun == 1 and self._idle()):
+        # (a connection in a probe slot is never handed: it may only ask for health or
+        # metrics, which the base class checks)
+        if (since is not None and self._begun == 1 and self._slot is Slot.REGULAR
+                and self._idle()):
             host = next((v for n, v in self.headers if n == b"host"), b"")
             marker = next((v for n, v in self.headers if n == HEADER_BYTES), None)
             owner = self.owners.other_owner(self.url, host, marker)
