@@ -119,6 +119,7 @@ class Components:
             status["fair_shares"] = self.shares.status()
         # Requests answered 503 SlowDown by this process, whatever refused them.
         status["slowdowns"] = self.metrics.slowdowns
+        status["connections_refused"] = self.metrics.connections_refused
         return status
 
 

@@ -37,6 +37,11 @@ class Metrics:
                                   registry=self.registry)
         #: requests refused with SlowDown so far (``/_squall/status`` "slowdowns")
         self.slowdowns = 0
+        self._refused = Counter("squall_connections_refused", "Connections closed at once "
+                                "(max_connections, max_connections_per_client)",
+                                registry=self.registry)
+        #: connections refused so far (``/_squall/status`` "connections_refused")
+        self.connections_refused = 0
         #: the last :data:`RECENT_ERRORS` S3 error responses, oldest first
         self.recent_errors: deque[RecentError] = deque(maxlen=RECENT_ERRORS)
         #: S3 error responses so far
@@ -55,6 +60,11 @@ class Metrics:
         """A request was answered 503 SlowDown, whatever refused it."""
         self.slowdowns += 1
         self._slowdowns.inc()
+
+    def count_connection_refused(self) -> None:
+        """A new connection was closed at once: no slot for it."""
+        self.connections_refused += 1
+        self._refused.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,10 +14,13 @@ ones never collide):
   ``<pid>`` is the creating process and ``<n>`` counts its Networks; a new Network first
   deletes namespaces of its scheme whose ``<pid>`` is no longer alive (killing the
   processes still inside them, which only their Network ever starts there);
-* each Network gets ``10.<base + n % count>.<pid % 256>.0/24`` (tests: 10.200-255,
-  the launcher: 10.150-199); host ``k`` (from 0) is ``.k+1``. The subnets live only on
-  each Network's own bridge, so even an accidental overlap between two Networks could not
-  mix their traffic.
+* each Network gets a link-local ``169.254.<s>.0/24`` (RFC 3927: never routed, and
+  never a private-range or public address, so no test or benchmark sends a packet to
+  an address someone else may use, even inside a namespace), ``s`` taking turns by
+  ``(pid + n) % count`` over its scheme's range (tests: 128-254, the launcher: 1-127;
+  169.254.0.x and 169.254.255.x are reserved); host ``k`` (from 0) is ``.k+1``. The
+  subnets live only on each Network's own bridge, so even an overlap between two
+  Networks (concurrent processes) could not mix their traffic.
 
 Faults: :meth:`Network.cut` adds the peer's address to a set of a table of our own
 (``inet squall_faults``) in each host's namespace, whose prerouting chain drops every
@@ -43,6 +46,11 @@ from typing import Any, Self
 
 #: the namespace names of the test suite's networks
 TEST_SCHEME = "squall-t-"
+#: Every Network's /24 is in the link-local range 169.254.0.0/16 (its usable /24s)
+LINK_LOCAL = "169.254"
+LINK_LOCAL_SUBNETS = range(1, 255)
+#: the test suite's third octets (the MinIO launcher takes 1-127)
+TEST_SUBNETS = range(128, 255)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _networks = itertools.count()
 
@@ -150,15 +158,17 @@ class Host:
 class Network:
     """A bridge and the hosts joined to it; ``close()`` removes all of it."""
 
-    def __init__(self, *, scheme: str = TEST_SCHEME, subnets: range = range(200, 256),
+    def __init__(self, *, scheme: str = TEST_SCHEME, subnets: range = TEST_SUBNETS,
                  faults: bool = True) -> None:
-        """``scheme``: the namespaces' name prefix; ``subnets``: the second octets its
-        networks take turns on; ``faults``: each host gets the nftables table that
+        """``scheme``: the namespaces' name prefix; ``subnets``: the third octets of
+        ``169.254.0.0/16`` its networks take turns on; ``faults``: each host gets the nftables table that
         :meth:`cut` fills (needs nft)."""
         self._n = next(_networks)
         pid = os.getpid()
         self.prefix = f"{scheme}{pid}-{self._n}-"
-        self.subnet = f"10.{subnets[self._n % len(subnets)]}.{pid % 256}.0/24"
+        if not set(subnets) <= set(LINK_LOCAL_SUBNETS):
+            raise ValueError(f"subnets must be within {LINK_LOCAL_SUBNETS}")
+        self.subnet = f"{LINK_LOCAL}.{subnets[(pid + self._n) % len(subnets)]}.0/24"
         self.hosts: dict[str, Host] = {}
         self.processes: list[subprocess.Popen[Any]] = []
         self._faults = faults

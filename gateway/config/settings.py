@@ -323,6 +323,13 @@ class LimitsSection(Section):
     max_header_count: int = Field(300, ge=32, description="headers of one request")
     max_connections: int = Field(1024, ge=0, description="open client connections per "
                                                          "process; more are closed at once")
+    max_connections_per_client: int | None = Field(
+        None, ge=0, description="open connections of one client address (IPv6: one /64) "
+                                "per process; more may only ask for health or metrics "
+                                "(default: a quarter of max_connections; 0: no limit)")
+    header_timeout_busy: Duration = Field(
+        2.0, ge=0, description="header_timeout while three quarters of max_connections "
+                               "are open, also for the connections already waiting")
     max_requests: int = Field(512, ge=0,
                               description="requests in flight per process; more: 503 SlowDown")
     body_min_rate: RateOrOff = Field(

@@ -3,6 +3,8 @@ request reaches the application (and before authentication).
 
 * header read timeout: the request line and headers must arrive within it (from the
   connection, or from the first byte of a later request on a kept-alive connection);
+  while connection slots are busy (:mod:`gateway.http.slots`), within the much shorter
+  ``busy_header_timeout_s``, which also shortens the wait of connections already waiting;
 * body idle timeout: while a request body is due, the client must send some of it this
   often, else ``400 RequestTimeout`` as S3 answers (the application sees a disconnect, so
   nothing partial is stored);
@@ -12,7 +14,10 @@ request reaches the application (and before authentication).
   slowly than the minimum rate is cut (the connection is aborted);
 * header size and count: ``400 RequestHeaderSectionTooLarge`` (S3's code) once the request
   line and headers exceed ``max_header_bytes`` or there are more than ``max_header_count``;
-* connections: beyond ``max_connections`` a new connection is closed at once;
+* connections (:mod:`gateway.http.slots`): beyond ``max_connections_per_client`` of one
+  client address a new connection is closed at once; beyond ``max_connections`` one from
+  an address that holds none may ask for health or metrics once (a few probe slots),
+  anything else is closed at once;
 * requests: beyond ``max_requests`` in flight, ``503 SlowDown`` with ``Retry-After``;
   ``/_squall/health`` is never refused, and the other admin routes (not the peer
   protocol) have ``admin_reserve`` requests of their own beyond the limit, so that S3
@@ -35,6 +40,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 
 from backends.core.errors import SlowDown
 from gateway.http.pace import BodyPace, PaceLimits, StallMeter, Verdict
+from gateway.http.slots import ClientSlots, Slot, SlotLimits, client_key
 from gateway.http.zerocopy import ZeroCopyHttpProtocol
 from gateway.protocol.errors import (
     BadRequest,
@@ -46,6 +52,8 @@ from gateway.protocol.responses import XML_TYPE, error_document, error_headers
 
 #: request targets that are never refused for ``max_requests`` (liveness probes)
 HEALTH_PATH = b"/_squall/health"
+#: what a connection in a probe slot may ask for
+PROBE_PATHS = frozenset({HEALTH_PATH, b"/_squall/metrics"})
 ADMIN_PREFIX = b"/_squall/"
 PEER_PREFIX = b"/_squall/peer/"  # members' S3 traffic: limited as S3 requests are
 
@@ -64,10 +72,16 @@ class Limits:
     max_requests: int | None
     #: minimum rates and the body deadline (:mod:`gateway.http.pace`)
     pace: PaceLimits
+    #: connections of one client address (:mod:`gateway.http.slots`)
+    max_connections_per_client: int | None = None
+    #: the header timeout while slots are busy, and of probe slots
+    busy_header_timeout_s: float | None = None
     #: admin requests admitted beyond ``max_requests`` (health checks: always)
     admin_reserve: int = 64
     #: called for each request refused with SlowDown (the ``slowdowns`` counter)
     on_slowdown: Callable[[], None] | None = None
+    #: called for each connection refused (the ``connections_refused`` counter)
+    on_refused: Callable[[], None] | None = None
 
 
 class MeteredFlow(FlowControl):
@@ -128,6 +142,7 @@ def closing_answer(error: BaseException) -> bytes:
 REQUEST_TIMEOUT = closing_answer(RequestTimeout())
 HEADERS_TOO_LARGE = closing_answer(RequestHeaderSectionTooLarge())
 BAD_REQUEST = closing_answer(BadRequest("An error occurred when parsing the HTTP request."))
+NOT_A_PROBE = closing_answer(SlowDown())
 
 
 class LimitedHttpProtocol(ZeroCopyHttpProtocol):
@@ -135,6 +150,8 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     subclass made by :func:`protocol_class`)."""
 
     limits: ClassVar[Limits]
+    #: the server's connection slots (one table per server, made with the class)
+    slots: ClassVar[ClientSlots]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -143,6 +160,9 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
         self._header_bytes = 0
         self._last_data = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._slot = Slot.REFUSED  # none held until connection_made admits it
+        self._client_key: str | None = None
+        self._header_since = 0.0  # when the current wait for headers began
         self._refused = False
         # the current body: bytes received, its length as declared, its pace
         self._body_bytes = 0
@@ -159,13 +179,25 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.flow = MeteredFlow(transport, self.loop.time)
-        limit = self.limits.max_connections
-        if limit is not None and len(self.connections) > limit:
+        slots = self.slots
+        self._client_key = client_key(self.client)
+        self._slot = slots.admit(self._client_key, adopted=self.adopted())
+        if self._slot is Slot.REFUSED:
             transport.abort()  # one descriptor less at once; the client sees a reset
+            if self.limits.on_refused is not None:
+                self.limits.on_refused()
             return
+        if slots.became_busy():
+            self._hurry_waiting()
         self._arm_header_timer()
 
+    def adopted(self) -> bool:
+        """Whether this connection was admitted elsewhere (a worker's hand-over)."""
+        return False
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self.slots.release(self._client_key, self._slot)
+        self._slot = Slot.REFUSED
         self._cancel_timer()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
@@ -231,6 +263,10 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
                 or len(self.headers) > limits.max_header_count):
             self._refuse(HEADERS_TOO_LARGE)
             raise _Refused()  # stops the parser: the request is not served
+        probe = self._slot is Slot.PROBE
+        if probe and self.url.partition(b"?")[0] not in PROBE_PATHS:
+            self._refuse(NOT_A_PROBE)
+            raise _Refused()
         self._phase = RequestPhase.BODY
         self._body_bytes = 0
         self._pace = None
@@ -245,6 +281,8 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
                 self.app = app
         else:
             super().on_headers_complete()
+        if probe and self.cycle is not None:
+            self.cycle.keep_alive = False  # one probe per probe slot
         self._declared = self._body_left  # the stated Content-Length (0: chunked)
 
     def on_message_complete(self) -> None:
@@ -256,9 +294,38 @@ class LimitedHttpProtocol(ZeroCopyHttpProtocol):
     # -- timers --------------------------------------------------------------------------
 
     def _arm_header_timer(self) -> None:
-        if self.limits.header_timeout_s is not None:
-            self._timer = self.loop.call_later(self.limits.header_timeout_s,
-                                               self._header_late)
+        timeout = self._header_timeout()
+        if timeout is not None:
+            self._header_since = now = self.loop.time()
+            self._timer = self.loop.call_at(now + timeout, self._header_late)
+
+    def _header_timeout(self) -> float | None:
+        """The header timeout: the busy one in a probe slot or while slots are busy."""
+        limits = self.limits
+        busy = limits.busy_header_timeout_s
+        if busy is not None and (self._slot is Slot.PROBE or self.slots.busy()):
+            return min(busy, limits.header_timeout_s or busy)
+        return limits.header_timeout_s
+
+    def _hurry_waiting(self) -> None:
+        """Slots just became busy: every connection still waiting for headers gets the
+        busy header timeout, counted from when it began to wait."""
+        timeout = self._header_timeout()
+        if timeout is None:
+            return
+        now = self.loop.time()
+        for connection in self.connections:
+            if isinstance(connection, LimitedHttpProtocol):
+                connection._hurry(now, timeout)
+
+    def _hurry(self, now: float, timeout: float) -> None:
+        timer = self._timer
+        if timer is None or self._phase is not RequestPhase.HEADERS:
+            return
+        deadline = max(self._header_since + timeout, now)
+        if deadline < timer.when():
+            timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._header_late)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -421,6 +488,14 @@ async def _slow_down(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": _SLOW_DOWN_BODY})
 
 
+def slot_table(limits: Limits) -> ClientSlots:
+    """A server's connection slots under ``limits``."""
+    return ClientSlots(SlotLimits(max_connections=limits.max_connections,
+                                  per_client=limits.max_connections_per_client))
+
+
 def protocol_class(limits: Limits) -> type[LimitedHttpProtocol]:
-    """The protocol class uvicorn builds for each connection, with ``limits``."""
-    return type("LimitedHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
+    """The protocol class uvicorn builds for each connection of one server, with
+    ``limits`` and the server's slot table."""
+    return type("LimitedHttpProtocol", (LimitedHttpProtocol,),
+                {"limits": limits, "slots": slot_table(limits)})

@@ -9,7 +9,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -24,6 +24,8 @@ from gateway.config.settings import Settings
 from gateway.dashboard.access import dashboard_line
 from gateway.http.limits import Limits, protocol_class
 from gateway.http.pace import PaceLimits
+from gateway.http.slots import per_client_default
+from gateway.metrics import Metrics
 
 GRACEFUL_SHUTDOWN_S = 30
 #: allocations (less deallocations) between two young-generation collections (default 700)
@@ -72,7 +74,7 @@ def serve(settings: Settings, credentials: Credentials | None = None,
     tune_gc()
     tls = server_tls(settings)
     server = _GracefulServer(uvicorn_config(build_app(components), settings, tls=tls,
-                                            on_slowdown=components.metrics.count_slowdown))
+                                            metrics=components.metrics))
     server.tls = tls
     server.run(sockets=[sock] if sock is not None else None)
     warn_unflushed(components)
@@ -126,14 +128,22 @@ def print_banner(settings: Settings, credentials: Credentials, port: int,
               flush=True)
 
 
-def limits_of(settings: Settings, on_slowdown: Callable[[], None] | None = None) -> Limits:
-    """The HTTP protocol's limits from the settings (0 turns one off)."""
+def limits_of(settings: Settings, metrics: Metrics | None = None) -> Limits:
+    """The HTTP protocol's limits from the settings (0 turns one off); ``metrics`` counts
+    the requests refused for ``max_requests`` and the connections refused."""
+    per_client = settings.max_connections_per_client
+    if per_client is None and settings.max_connections:
+        per_client = per_client_default(settings.max_connections)
     return Limits(header_timeout_s=settings.header_timeout or None,
                   body_idle_timeout_s=settings.body_idle_timeout or None,
                   max_header_bytes=settings.max_header_bytes,
                   max_header_count=settings.max_header_count,
                   max_connections=settings.max_connections or None,
-                  max_requests=settings.max_requests or None, on_slowdown=on_slowdown,
+                  max_connections_per_client=per_client or None,
+                  busy_header_timeout_s=settings.header_timeout_busy or None,
+                  max_requests=settings.max_requests or None,
+                  on_slowdown=metrics.count_slowdown if metrics else None,
+                  on_refused=metrics.count_connection_refused if metrics else None,
                   pace=PaceLimits(min_rate=settings.body_min_rate or None,
                                   grace_s=settings.body_rate_grace,
                                   deadline_s=settings.body_deadline or None,
@@ -154,16 +164,16 @@ def reload_on_sighup(tls: ServerTls | None) -> None:
 
 
 def uvicorn_config(app: ASGIApp, settings: Settings, *,
-                   on_slowdown: Callable[[], None] | None = None,
+                   metrics: Metrics | None = None,
                    tls: ServerTls | None = None, **overrides: Any) -> uvicorn.Config:
     """The uvicorn options of a gateway process; ``overrides`` replace some (the worker
     processes of ``--workers N`` serve given sockets and run the lifespan themselves).
-    ``on_slowdown`` counts requests refused for ``max_requests``; ``tls`` serves HTTPS
+    ``metrics`` counts what the limits refuse (:func:`limits_of`); ``tls`` serves HTTPS
     with that context."""
     address = settings.listen_address
     options: dict[str, Any] = {
         "host": address.host, "port": address.port, "loop": "uvloop",
-        "http": protocol_class(limits_of(settings, on_slowdown)),
+        "http": protocol_class(limits_of(settings, metrics)),
         "timeout_keep_alive": settings.keep_alive_timeout,
         "lifespan": "on", "access_log": False, "log_level": settings.log_level,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S, "server_header": False,

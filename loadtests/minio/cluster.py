@@ -30,7 +30,7 @@ HEALTH = "/minio/health/cluster"  # 200 once the node has write quorum
 
 #: the namespaces' names and subnets (apart from the test suite's networks)
 SCHEME = "squall-m-"
-SUBNETS = range(150, 200)
+SUBNETS = range(1, 128)  # 169.254.1-127.0/24 (the tests take 128-254)
 
 
 def unavailable() -> str | None:

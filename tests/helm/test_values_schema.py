@@ -171,7 +171,7 @@ def test_the_prefix_value_takes_what_squall_takes(prefix: str) -> None:
 
 
 @pytest.mark.parametrize("endpoint", [
-    "etcd:2379", "etcd", "10.0.0.1:2379", "[::1]:2379", "[fd00::5]", "etcd_0.local:2379",
+    "etcd:2379", "etcd", "169.254.0.1:2379", "[::1]:2379", "[fe80::5]", "etcd_0.local:2379",
     "etcd-0.etcd.ns.svc.cluster.local:65535", "etcd:65536", "etcd:port", "http://etcd:2379",
     "user@etcd:2379", "etcd:2379/path", "etcd:2379,other:2379", "", "et cd:2379"])
 def test_the_endpoint_values_take_what_squall_takes(endpoint: str) -> None:

@@ -3,6 +3,7 @@ isolation, netem delay, and nothing left behind."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import sys
@@ -129,6 +130,12 @@ def test_hosts_talk_http_and_the_root_namespace_is_untouched(net: Network,
     server, client = net.add_host("server"), net.add_host("client")
     assert server.address != client.address
     assert server.address.rsplit(".", 1)[0] == client.address.rsplit(".", 1)[0]
+    # Link-local (169.254.0.0/16): never a private-range or public address.
+    subnet = ipaddress.ip_network(net.subnet)
+    assert subnet.subnet_of(ipaddress.ip_network("169.254.0.0/16"))
+    for address in (server.address, client.address):
+        assert ipaddress.ip_address(address).is_link_local
+        assert ipaddress.ip_address(address) in subnet
     (tmp_path / "hello.txt").write_text("hello from the server namespace")
     net_prefix = net.subnet.rsplit(".", 1)[0] + "."
     server.popen([sys.executable, "-m", "http.server", str(PORT), "--bind", server.address,
@@ -149,6 +156,13 @@ def test_hosts_talk_http_and_the_root_namespace_is_untouched(net: Network,
     routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True,
                             check=True).stdout
     assert net_prefix not in root and net_prefix not in routes
+
+
+def test_subnets_outside_link_local_are_refused() -> None:
+    with pytest.raises(ValueError, match="subnets must be within"):
+        Network(subnets=range(250, 260))  # 169.254.255.x is reserved, 256+ no octet
+    with pytest.raises(ValueError, match="subnets must be within"):
+        Network(subnets=range(2))
 
 
 def test_run_passes_env_cwd_and_output_through(net: Network, tmp_path: Path) -> None:

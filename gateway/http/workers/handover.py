@@ -44,7 +44,8 @@ import uvicorn
 
 from gateway.cluster.peerauth import HEADER_BYTES
 from gateway.cluster.view import Membership
-from gateway.http.limits import LimitedHttpProtocol, Limits, RequestPhase
+from gateway.http.limits import LimitedHttpProtocol, Limits, RequestPhase, slot_table
+from gateway.http.slots import Slot
 from gateway.http.workers.host import HostWorkers
 from gateway.protocol.targets import object_target
 
@@ -305,6 +306,9 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
         self._since: list[bytes] | None = None
         self._begun = 0  # requests begun in those reads
 
+    def adopted(self) -> bool:
+        return self.handed is not None  # its slot was given where it arrived
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         handed, self.handed = self.handed, None
@@ -331,7 +335,10 @@ class HandoverHttpProtocol(LimitedHttpProtocol):
 
     def on_headers_complete(self) -> None:
         since = self._since
-        if (since is not None and self._begun == 1 and self._idle()):
+        # (a connection in a probe slot is never handed: it may only ask for health or
+        # metrics, which the base class checks)
+        if (since is not None and self._begun == 1 and self._slot is Slot.REGULAR
+                and self._idle()):
             host = next((v for n, v in self.headers if n == b"host"), b"")
             marker = next((v for n, v in self.headers if n == HEADER_BYTES), None)
             owner = self.owners.other_owner(self.url, host, marker)
@@ -361,7 +368,8 @@ def protocol_class(limits: Limits, owners: KeyOwners,
                    sender: HandoverSender) -> type[HandoverHttpProtocol]:
     """The protocol class of a worker's public port with hand-over."""
     return type("HandoverHttpProtocol", (HandoverHttpProtocol,),
-                {"limits": limits, "owners": owners, "sender": sender})
+                {"limits": limits, "slots": slot_table(limits), "owners": owners,
+                 "sender": sender})
 
 
 def adopter(server: uvicorn.Server) -> Adopt:

@@ -88,7 +88,7 @@ class Worker:
         level = "debug" if self.settings.log_level == "debug" else "warning"
         return uvicorn_config(app, self.settings, lifespan="off", log_config=None,  # type: ignore[arg-type]
                               log_level=level, tls=tls,
-                              on_slowdown=self.components.metrics.count_slowdown, **overrides)
+                              metrics=self.components.metrics, **overrides)
 
     def _handover_protocol(self) -> type[handover.HandoverHttpProtocol] | None:
         """The public port's protocol with connection hand-over (docs/workers.md), when
@@ -101,7 +101,7 @@ class Worker:
             {k: handover.handover_path(path) for k, path in enumerate(self.sockets)
              if k != self.index}, self.handover_stats)
         owners = handover.KeyOwners(cluster.membership, self.settings.domain, self.host)
-        limits = limits_of(self.settings, self.components.metrics.count_slowdown)
+        limits = limits_of(self.settings, self.components.metrics)
         return handover.protocol_class(limits, owners, self.sender)
 
     async def run(self) -> int:

@@ -112,7 +112,7 @@ def test_document_errors(text: bytes, message: str) -> None:
     ({"Condition": {"NullIfExists": {"s3:prefix": "true"}}}, "Invalid Condition type"),
     ({"Condition": {"StringLike": {"aws:Referer": "a"}}}, "invalid condition key"),
     ({"Condition": {"StringLike": {"aws:SourceIp": "a"}}}, "cannot be used with"),
-    ({"Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.300/8"}}}, "IP addresses"),
+    ({"Condition": {"IpAddress": {"aws:SourceIp": "169.254.0.300/16"}}}, "IP addresses"),
     ({"Condition": {"Bool": {"aws:SecureTransport": "yes"}}}, "true or false"),
     ({"Condition": {"StringEquals": {"s3:prefix": {"a": 1}}}}, "Invalid policy syntax."),
     ({"Condition": ["x"]}, "Invalid policy syntax."),
@@ -220,18 +220,18 @@ def test_principal_forms() -> None:
 
 
 def test_source_ip() -> None:
-    p = policy(stmt(Condition={"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "2001:db8::/32",
+    p = policy(stmt(Condition={"IpAddress": {"aws:SourceIp": ["169.254.0.0/16", "2001:db8::/32",
                                                              "192.0.2.7"]}}))
-    assert p.evaluate(req(ip="10.9.8.7")) is Decision.ALLOW
+    assert p.evaluate(req(ip="169.254.8.7")) is Decision.ALLOW
     assert p.evaluate(req(ip="192.0.2.7")) is Decision.ALLOW
     assert p.evaluate(req(ip="192.0.2.8")) is Decision.NONE
     assert p.evaluate(req(ip="2001:db8::1")) is Decision.ALLOW
     assert p.evaluate(req(ip="2001:db9::1")) is Decision.NONE
-    assert p.evaluate(req(ip="::ffff:10.1.1.1")) is Decision.ALLOW  # IPv4-mapped
+    assert p.evaluate(req(ip="::ffff:169.254.1.1")) is Decision.ALLOW  # IPv4-mapped
     assert p.evaluate(req(ip="")) is Decision.NONE  # no address: the key is missing
-    deny = policy(stmt(Effect="Deny", Condition={"NotIpAddress": {"aws:sourceip": "10.0.0.0/8"}}))
-    assert deny.evaluate(req(ip="11.0.0.1")) is Decision.DENY
-    assert deny.evaluate(req(ip="10.0.0.1")) is Decision.NONE
+    deny = policy(stmt(Effect="Deny", Condition={"NotIpAddress": {"aws:sourceip": "169.254.0.0/16"}}))
+    assert deny.evaluate(req(ip="198.51.100.1")) is Decision.DENY
+    assert deny.evaluate(req(ip="169.254.0.1")) is Decision.NONE
     assert deny.evaluate(req(ip="unix")) is Decision.DENY  # negated: a missing key matches
 
 
@@ -298,7 +298,7 @@ def test_set_qualifiers() -> None:
 
 
 def test_conditions_are_anded_values_ored() -> None:
-    p = policy(stmt(Condition={"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "192.0.2.0/24"]},
+    p = policy(stmt(Condition={"IpAddress": {"aws:SourceIp": ["169.254.0.0/16", "192.0.2.0/24"]},
                                "Bool": {"aws:SecureTransport": "true"}}))
     assert p.evaluate(req(ip="192.0.2.1", secure=True)) is Decision.ALLOW
     assert p.evaluate(req(ip="192.0.2.1", secure=False)) is Decision.NONE
@@ -313,11 +313,11 @@ def test_conditions_are_anded_values_ored() -> None:
     (stmt(Principal={"AWS": "alice"}), False),
     (stmt(Effect="Deny"), False),
     (stmt(Principal=None, NotPrincipal={"AWS": "alice"}), True),
-    (stmt(Condition={"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}), False),
+    (stmt(Condition={"IpAddress": {"aws:SourceIp": "169.254.0.0/16"}}), False),
     (stmt(Condition={"IpAddress": {"aws:SourceIp": "0.0.0.0/0"}}), True),
     (stmt(Condition={"IpAddress": {"aws:SourceIp": "2001:db8::/32"}}), False),
     (stmt(Condition={"IpAddress": {"aws:SourceIp": "2001::/16"}}), True),
-    (stmt(Condition={"NotIpAddress": {"aws:SourceIp": "10.0.0.0/8"}}), True),
+    (stmt(Condition={"NotIpAddress": {"aws:SourceIp": "169.254.0.0/16"}}), True),
     (stmt(Condition={"StringEquals": {"aws:username": "alice"}}), False),
     (stmt(Condition={"StringLike": {"aws:username": "a*"}}), True),
     (stmt(Condition={"StringEquals": {"aws:username": "${aws:username}"}}), True),

@@ -113,7 +113,7 @@ def test_source_ip_and_prefix_conditions(s3, bucket: str, squall: SquallProcess,
     with pytest.raises(ClientError) as exc:
         as_bob.get_object(Bucket=bucket, Key="public/a.txt")
     assert code_of(exc) == ("AccessDenied", 403)
-    elsewhere = {**deny_loopback, "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}}
+    elsewhere = {**deny_loopback, "Condition": {"IpAddress": {"aws:SourceIp": "169.254.0.0/16"}}}
     put_policy(s3, bucket, allow, elsewhere)
     assert as_bob.get_object(Bucket=bucket, Key="public/a.txt")["Body"].read() == b"a"
     listing = {"Effect": "Allow", "Principal": {"AWS": bob["name"]},

@@ -10,7 +10,7 @@ from backends.core.base import ObjectInfo
 from backends.core.streams import body_of
 from gateway.cluster.mirror_store import MirrorStore
 
-OWNER = "http://10.0.0.1:9000"
+OWNER = "http://169.254.0.1:9000"
 
 
 def _info(size: int) -> ObjectInfo:

@@ -9,7 +9,7 @@ from gateway.cluster.peerauth import Marker, PeerAuth, marker_target
 from gateway.cluster.view import member_id
 
 SECRET = b"cluster-secret-for-tests"
-A, B, C = (member_id(f"http://10.0.0.{i}:9000") for i in (1, 2, 3))
+A, B, C = (member_id(f"http://169.254.0.{i}:9000") for i in (1, 2, 3))
 
 
 class Clock:

@@ -109,7 +109,7 @@ def test_ring_ownership_and_id() -> None:
     ("http://Squall-0.Example:9000/", "http://squall-0.example:9000"),
     ("HTTPS://host", "https://host"),
     ("http://[::1]:9000", "http://[::1]:9000"),
-    ("  http://10.0.0.1:80 ", "http://10.0.0.1:80"),
+    ("  http://169.254.0.1:80 ", "http://169.254.0.1:80"),
 ])
 def test_normalize_url(url: str, expected: str) -> None:
     assert normalize_url(url) == expected

@@ -79,15 +79,15 @@ def test_dirty_replicas_need_a_coordinator() -> None:
         cluster_settings(members, 0, SECRET, dirty_replicas=2)
     with pytest.raises(ValueError, match="--dirty-replicas above 1 needs --coordinator"):
         cluster_settings([], None, None, dirty_replicas=2)
-    coordinator = coordinator_settings("etcd://10.0.0.1:2379")
+    coordinator = coordinator_settings("etcd://169.254.0.1:2379")
     made = cluster_settings([], None, SECRET, coordinator=coordinator,
-                            advertise_url="http://10.0.0.5:9000")
+                            advertise_url="http://169.254.0.5:9000")
     assert made is not None and made.dirty_replicas == 2 and made.ring is None
-    assert made.name == "http://10.0.0.5:9000"
+    assert made.name == "http://169.254.0.5:9000"
     three = cluster_settings([], None, SECRET, coordinator=coordinator, dirty_replicas=3,
-                             advertise_url="http://10.0.0.5:9000", host_worker=(1, 2))
+                             advertise_url="http://169.254.0.5:9000", host_worker=(1, 2))
     assert three is not None and three.dirty_replicas == 3
-    assert three.name == "http://10.0.0.5:9000/worker-1"
+    assert three.name == "http://169.254.0.5:9000/worker-1"
     assert load_settings(dirty_replicas=1).dirty_replicas == 1
 
 
@@ -98,19 +98,19 @@ def test_dirty_replicas_need_a_coordinator() -> None:
 ])
 def test_inconsistent_coordinated_settings(kwargs: dict[str, object], message: str) -> None:
     arguments: dict[str, object] = {"peers": [], "node_id": None, "secret": SECRET,
-                                    "advertise_url": "http://10.0.0.5:9000", **kwargs}
+                                    "advertise_url": "http://169.254.0.5:9000", **kwargs}
     with pytest.raises(ValueError, match=re.escape(message)):
         cluster_settings(arguments.pop("peers"), arguments.pop("node_id"),  # type: ignore[arg-type]
                          arguments.pop("secret"),  # type: ignore[arg-type]
-                         coordinator=coordinator_settings("etcd://10.0.0.1"),
+                         coordinator=coordinator_settings("etcd://169.254.0.1"),
                          **arguments)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("url,message", [
-    ("http://10.0.0.1:2379", "must look like etcd://HOST:PORT"),
+    ("http://169.254.0.1:2379", "must look like etcd://HOST:PORT"),
     ("etcd://", "names no endpoint"),
-    ("etcd://10.0.0.1:x", "bad port"),
-    ("etcd://10.0.0.1/path", "is not HOST:PORT"),
+    ("etcd://169.254.0.1:x", "bad port"),
+    ("etcd://169.254.0.1/path", "is not HOST:PORT"),
 ])
 def test_bad_coordinator_urls(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -125,12 +125,12 @@ def test_coordinator_settings() -> None:
         coordinator_settings("etcd://a", user="u")
     with pytest.raises(ValueError, match="--lease-ttl must be between 2 and 300"):
         coordinator_settings("etcd://a", lease_ttl_s=1)
-    settings = load_settings(coordinator="etcd://10.0.0.1:2379", listen="10.0.0.7:9001",
+    settings = load_settings(coordinator="etcd://169.254.0.1:2379", listen="169.254.0.7:9001",
                              cluster_secret=SECRET)
-    assert settings.advertised_url() == "http://10.0.0.7:9001"
+    assert settings.advertised_url() == "http://169.254.0.7:9001"
     assert load_settings(listen="0.0.0.0:9000").advertised_url() is None
     clustering = settings.clustering()
-    assert clustering is not None and clustering.name == "http://10.0.0.7:9001"
+    assert clustering is not None and clustering.name == "http://169.254.0.7:9001"
 
 
 def test_cli_errors(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from gateway.cluster.ring import Ring, owner_index
 from gateway.cluster.view import Member, View, member_id
 
-HOSTS = [f"http://10.0.0.{i}:9000" for i in range(1, 6)]
+HOSTS = [f"http://169.254.0.{i}:9000" for i in range(1, 6)]
 KEYS = [f"key-{i}" for i in range(2000)]
 
 

@@ -35,7 +35,8 @@ KEYS = [
     "tls_cert", "tls_key",
     "lifecycle_interval", "lifecycle_day_seconds",
     "workers", "worker_handover", "header_timeout", "body_idle_timeout", "keep_alive_timeout",
-    "max_header_bytes", "max_header_count", "max_connections", "max_requests",
+    "max_header_bytes", "max_header_count", "max_connections", "max_connections_per_client",
+    "header_timeout_busy", "max_requests",
     "body_min_rate", "body_rate_grace", "body_deadline", "body_deadline_rate",
     "user_max_requests", "user_max_rate", "user_max_bandwidth",
     "backend_probe_interval", "public_status", "status_token", "users_file",
@@ -60,7 +61,7 @@ FLAGS = [
 SECRET = "s" * 24
 #: Values of the fields whose text a type alone does not tell: (as written, as read).
 SPECIAL: dict[str, tuple[str, Any]] = {
-    "listen": ("10.0.0.1:9100", "10.0.0.1:9100"),
+    "listen": ("169.254.0.1:9100", "169.254.0.1:9100"),
     "backend": ("posix:/srv/x", "posix:/srv/x"),
     "peers": ("http://a:1,http://b:1", ["http://a:1", "http://b:1"]),
     "secret_key": (SECRET, SECRET), "status_token": (SECRET, SECRET),

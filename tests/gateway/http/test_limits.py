@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from backends.core.errors import SlowDown
+from gateway.http.slots import PROBE_RESERVE
 from gateway.protocol.errors import RequestTimeout, s3_error_for
 from gateway.protocol.responses import error_document
 from tests.conftest import make_client
@@ -28,7 +29,9 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SquallProcess]
         "--header-timeout", "1", "--body-idle-timeout", "1", "--keep-alive-timeout", "2",
         "--max-header-bytes", "16384", "--max-header-count", "64",
         "--max-requests", str(MAX_REQUESTS), "--max-connections", str(MAX_CONNECTIONS),
-        "--workers", "1"]).start()
+        # one client address (this test's) may take every slot: the limits of one
+        # address are tested in test_slots.py
+        "--max-connections-per-client", "0", "--workers", "1"]).start()
     yield server
     assert server.stop() == 0, server.log()
 
@@ -182,21 +185,49 @@ def test_requests_beyond_the_limit_slow_down(limited: SquallProcess) -> None:
     assert after >= before + 1
 
 
-def test_connections_beyond_the_limit_are_closed(limited: SquallProcess) -> None:
-    socks = [connect(limited) for _ in range(MAX_CONNECTIONS + 3)]
+def closed_now(socks: list[socket.socket]) -> list[socket.socket]:
+    """The sockets the server has closed (or reset), without waiting."""
+    closed = []
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            if sock.recv(1) == b"":
+                closed.append(sock)
+        except ConnectionResetError:
+            closed.append(sock)
+        except BlockingIOError:
+            pass
+        sock.setblocking(True)
+    return closed
+
+
+def ask(sock: socket.socket, server: SquallProcess, path: str) -> bytes:
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
+    return read_all(sock)
+
+
+def test_connections_beyond_the_limit_get_probe_slots_then_are_closed(
+        limited: SquallProcess) -> None:
+    probes = PROBE_RESERVE // 4  # probe slots of one client address
+    socks = [connect(limited) for _ in range(MAX_CONNECTIONS + 1)]
+    # A probe comes from an address of its own (a kubelet, a Prometheus).
+    socks += [socket.create_connection(("127.0.0.1", limited.port), timeout=10,
+                                       source_address=("127.0.0.2", 0))
+              for _ in range(probes + 2)]
     try:
         time.sleep(0.3)  # well within the header timeout: only the extra ones are closed
-        closed = 0
-        for sock in socks:
-            sock.setblocking(False)
-            try:
-                if sock.recv(1) == b"":
-                    closed += 1
-            except ConnectionResetError:
-                closed += 1
-            except BlockingIOError:
-                pass
-        assert closed == 3
+        closed = closed_now(socks)
+        # the last of 127.0.0.1 (it holds regular slots), two beyond 127.0.0.2's share
+        assert len(closed) == 3 and socks[MAX_CONNECTIONS] in closed
+        # Past max_connections a connection may ask for health or metrics, once.
+        health = ask(socks[MAX_CONNECTIONS + 1], limited, "/_squall/health")
+        assert health.startswith(b"HTTP/1.1 200 ") and b"connection: close" in health
+        metrics = ask(socks[MAX_CONNECTIONS + 2], limited, "/_squall/metrics")
+        assert metrics.startswith(b"HTTP/1.1 200 ") and b"squall_" in metrics
+        # Anything else there is S3's SlowDown, and the connection is closed.
+        refused = ask(socks[MAX_CONNECTIONS + 3], limited, "/limits-bucket/k")
+        assert refused.startswith(b"HTTP/1.1 503 ") and b"<Code>SlowDown</Code>" in refused
+        assert b"retry-after: " in refused.lower()
     finally:
         for sock in socks:
             sock.close()

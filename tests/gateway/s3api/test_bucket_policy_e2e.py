@@ -39,7 +39,7 @@ def test_block_public_policy(s3) -> None:
     with pytest.raises(ClientError) as exc:
         s3.put_bucket_policy(Bucket=name, Policy=public_read(name))
     assert code_of(exc) == ("AccessDenied", 403)
-    confined = public_read(name, Condition={"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}})
+    confined = public_read(name, Condition={"IpAddress": {"aws:SourceIp": "169.254.0.0/16"}})
     s3.put_bucket_policy(Bucket=name, Policy=confined)  # not public: accepted
     assert s3.get_bucket_policy_status(Bucket=name)["PolicyStatus"] == {"IsPublic": False}
 
@@ -54,7 +54,7 @@ def test_round_trip(s3, bucket: str) -> None:
     assert put["ResponseMetadata"]["HTTPStatusCode"] == 204
     assert s3.get_bucket_policy(Bucket=bucket)["Policy"] == text  # as sent
     assert s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"] == {"IsPublic": True}
-    confined = public_read(bucket, Condition={"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}})
+    confined = public_read(bucket, Condition={"IpAddress": {"aws:SourceIp": "169.254.0.0/16"}})
     s3.put_bucket_policy(Bucket=bucket, Policy=confined)
     assert s3.get_bucket_policy(Bucket=bucket)["Policy"] == confined
     assert s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"] == {"IsPublic": False}

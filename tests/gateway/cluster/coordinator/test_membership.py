@@ -19,7 +19,7 @@ from tests.support.etcd import EtcdServer, etcd_available
 
 pytestmark = pytest.mark.skipif(etcd_available() is not None, reason=str(etcd_available()))
 TTL = 2
-A, B = "http://10.9.0.1:9000", "http://10.9.0.2:9000"
+A, B = "http://169.254.9.1:9000", "http://169.254.9.2:9000"
 
 
 class Members:

@@ -160,7 +160,7 @@ def test_auto_changes_the_count_of_clean_caches(tmp_path: Path) -> None:
 
 def test_auto_is_one_process_for_cluster_members(tmp_path: Path) -> None:
     """Members agree on the count: it is chosen (--workers N), not guessed per machine."""
-    for overrides in ({"coordinator": "etcd://10.0.0.1:2379"},
+    for overrides in ({"coordinator": "etcd://169.254.0.1:2379"},
                       {"peers": "http://a:1,http://b:1", "node_id": "0"}):
         settings = load_settings(data_dir=tmp_path, **overrides)
         assert settings.workers_auto and settings.workers == 1
