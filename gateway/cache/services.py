@@ -76,9 +76,14 @@ class UploadWrites(KeyWrites, Protocol):
         ...
 
     def bypass_cache(self, size: int | None, *, part: bool = False,
-                     parts_cached: bool = False) -> bool:
+                     parts_cached: bool = False, parts_past: bool = False) -> bool:
         """Whether a write of ``size`` bytes goes past the cache (``part``: of an upload
-        held in the cache; ``parts_cached``: which holds parts in the cache already)."""
+        held in the cache; ``parts_cached``: which holds parts in the cache already;
+        ``parts_past``: which holds parts on the backend)."""
+        ...
+
+    def unflushed_room(self) -> int:
+        """Bytes the volumes hold beyond unflushed records and cached parts."""
         ...
 
     def count_ingest(self, n: int) -> None:

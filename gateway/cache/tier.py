@@ -108,6 +108,7 @@ class CacheTier:
         self._store = CacheStore(settings, index_path)
         self._bandwidth = backend_estimate or backend_bandwidth
         self._backend_devices = backend_devices
+        self._overflow = False  # see _overflowed
         self.bucket_drain_timeout_s = BUCKET_DRAIN_TIMEOUT_S
         self._registry = registry
         self._policy: WritebackPolicy | None = None
@@ -188,14 +189,34 @@ class CacheTier:
         return self._unreachable or (self._flusher is not None
                                      and self._flusher.failures.failing)
 
+    def unflushed_room(self) -> int:
+        """Bytes the volumes taking writes hold beyond unflushed records and cached parts
+        (clean data is evicted for new writes)."""
+        store = self._store
+        held = store.dirty_bytes + sum(part.size for upload in store.uploads_in()
+                                       for part in store.parts_of(upload.upload_id).values())
+        return sum(v.capacity for v in store.space.active_volumes) - held
+
+    def _overflowed(self) -> bool:
+        """Whether a burst overflowed the cache: a write was sent past it because it was
+        full, and flushes have not given back a quarter of its capacity since. New
+        writes then go past it at once: a write that took the little room left would
+        only be sent again (a PUT re-read from its file, an upload's cached part at its
+        completion)."""
+        if self._overflow and self.unflushed_room() >= self._store.space.capacity // 4:
+            self._overflow = False
+        return self._overflow
+
     def bypass_cache(self, size: int | None, *, part: bool = False,
-                     parts_cached: bool = False) -> bool:
+                     parts_cached: bool = False, parts_past: bool = False) -> bool:
         """Whether a new write of ``size`` bytes (None: unknown) goes past the cache to
         the backend (docs/cache.md, "Admission"). A ``part`` of an upload held in the
         cache goes past only when the rates say so: not as a probe of the backend, nor
         for phase 2, and not at all once its upload holds parts in the cache
         (``parts_cached``): one part past makes the whole upload complete on the
-        backend, its cached parts sent there at completion."""
+        backend, its cached parts sent there at completion. An upload whose parts went
+        past (``parts_past``) and none to the cache keeps them there; while a burst
+        overflows the cache (:meth:`_overflowed`) other writes go past it too."""
         store = self._store
         if not store.space.active_volumes or (size is not None
                                               and size > store.space.max_object):
@@ -208,6 +229,8 @@ class CacheTier:
             return False
         if part and parts_cached:
             return False
+        if self.admission.backend_ok and ((part and parts_past) or self._overflowed()):
+            return True
         if self.policy.write_around and not self.backend_failing and not part:
             return True
         # Elastic capacity measures the backend by its flushes (at full speed while a volume
@@ -553,12 +576,16 @@ class CacheTier:
         :meth:`waits_for_room`) also while flushes can make room on its volume."""
         divert = self.admission.backend_ok
         try:
-            return await spool(self._store, body, content_md5=content_md5,
-                               allow_overflow=True, wait=not divert, divert_when_full=divert,
-                               wait_for_flushes=wait_for_room,
-                               on_bytes=self.count_ingest, retry_after=self.retry_after)
+            spooled = await spool(self._store, body, content_md5=content_md5,
+                                  allow_overflow=True, wait=not divert,
+                                  divert_when_full=divert, wait_for_flushes=wait_for_room,
+                                  on_bytes=self.count_ingest, retry_after=self.retry_after)
         except CacheFull:
+            self._overflow = True
             return None
+        if spooled.overflow:
+            self._overflow = True
+        return spooled
 
     async def _put_direct(self, bk: BK, body: DescribedBody, meta: ObjectMeta,
                           content_md5: bytes | None, if_match: str | None,

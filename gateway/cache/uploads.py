@@ -108,13 +108,7 @@ class CachedUploads:
         records and cached parts. An upload begun as the previous burst drains (the next
         checkpoint) starts a burst of its own: sent to the backend, every part of it would
         run at the store's speed; its ingest ends phase 2."""
-        store = self._store
-        volumes = store.space.active_volumes
-        if not volumes:
-            return False
-        held = store.dirty_bytes + sum(part.size for upload in store.uploads_in()
-                                       for part in store.parts_of(upload.upload_id).values())
-        return sum(v.capacity for v in volumes) - held >= max(self._min_part_size, 1)
+        return self._tier.unflushed_room() >= max(self._min_part_size, 1)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                           body: DescribedBody, content_md5: bytes | None) -> PartInfo:
@@ -138,7 +132,8 @@ class CachedUploads:
         await tier.admit(declared)
         with tier.admission.writing(declared):
             past = tier.bypass_cache(declared, part=True,
-                                     parts_cached=bool(store.parts_of(upload_id))) \
+                                     parts_cached=bool(store.parts_of(upload_id)),
+                                     parts_past=bool(remote.of(upload_id))) \
                 or not store.space.volumes
             tier.admission.count(past)
             if past:
