@@ -65,6 +65,7 @@ class CacheStore:
         #: the multipart uploads held in the cache, and their cached parts by number
         self._uploads: dict[str, Upload] = {}
         self._parts: dict[str, dict[int, Part]] = {}
+        self._part_bytes = 0  # the sum of the sizes in _parts, kept as they change
         #: drains in progress (flush at full speed while there is one)
         self._drains = 0
         #: keys to flush before the others
@@ -146,6 +147,7 @@ class CacheStore:
                 present.append(part)
             self._uploads[upload.upload_id] = upload
             self._parts[upload.upload_id] = {p.part_number: p for p in present}
+            self._part_bytes += sum(p.size for p in present)
         for upload_id, parts in contents.parts.items():  # parts of vanished uploads
             drop.delete_upload(upload_id, [p.part_number for p in parts])
         if drop.deletes or drop.puts:
@@ -353,7 +355,9 @@ class CacheStore:
         """Forget a held upload; returns its cached parts (the caller discards their
         files)."""
         del self._uploads[upload_id]
-        return self._parts.pop(upload_id)
+        parts = self._parts.pop(upload_id)
+        self._part_bytes -= sum(p.size for p in parts.values())
+        return parts
 
     def parts_of(self, upload_id: str) -> Mapping[int, Part]:
         """The cached parts of an upload by number (live: copy before awaiting); empty
@@ -365,11 +369,20 @@ class CacheStore:
         parts = self._parts[upload_id]
         old = parts.get(part.part_number)
         parts[part.part_number] = part
+        self._part_bytes += part.size - (old.size if old is not None else 0)
         return old
 
     def forget_part(self, upload_id: str, part_number: int) -> Part | None:
         """Forget a cached part (moved to the backend upload); returns it."""
-        return self._parts[upload_id].pop(part_number, None)
+        old = self._parts[upload_id].pop(part_number, None)
+        if old is not None:
+            self._part_bytes -= old.size
+        return old
+
+    @property
+    def part_bytes(self) -> int:
+        """Bytes of every cached part of every held upload."""
+        return self._part_bytes
 
     # -- backend uploads the cache opened (hidden from listings) -----------------------
     def add_flush_upload(self, upload_id: str, bk: BK) -> None:

@@ -193,8 +193,7 @@ class CacheTier:
         """Bytes the volumes taking writes hold beyond unflushed records and cached parts
         (clean data is evicted for new writes)."""
         store = self._store
-        held = store.dirty_bytes + sum(part.size for upload in store.uploads_in()
-                                       for part in store.parts_of(upload.upload_id).values())
+        held = store.dirty_bytes + store.part_bytes
         return sum(v.capacity for v in store.space.active_volumes) - held
 
     def _overflowed(self) -> bool:

@@ -54,6 +54,8 @@ NOT_RUN = {
     ("cache.md", "settings = CacheSettings("): "a fragment of an API description",
     ("cache.md", "class Provisioner(Protocol)"): "an interface description",
     ("cluster.md", "from gateway.cluster.client import"): "tests/gateway/cluster routing",
+    ("cluster.md", "python -m loadtests.bench.cluster --hosts"):
+        "a benchmark run (root, cgroups); tests/loadtests runs the driver briefly",
     ("kubernetes.md", "docker build"): "needs Docker and a registry; tests/helm",
     ("kubernetes.md", "# one pod, posix backend"): "needs Kubernetes; tests/helm",
     ("kubernetes.md", "helm upgrade squall helm/squall --reuse-values"):

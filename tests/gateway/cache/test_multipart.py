@@ -11,6 +11,7 @@ from backends.core.base import BodyFacts, CompletedPart, DescribedBody, RangeReq
 from backends.core.errors import EntityTooSmall, InvalidPart, InvalidPartOrder, NoSuchUpload
 from backends.core.upload_checksums import FULL_OBJECT, UploadChecksum, declare
 from backends.multipart import multipart_etag
+from gateway.cache.tier import CacheTier
 from tests.gateway.cache.conftest import (
     BUCKET,
     META,
@@ -22,6 +23,11 @@ from tests.gateway.cache.conftest import (
 )
 
 KiB = 1024
+
+
+def _held(tier: CacheTier) -> int:
+    """Bytes of the cache held by unflushed records and cached parts."""
+    return int(tier.status()["cache_capacity_bytes"]) - tier.unflushed_room()
 
 
 async def test_complete_is_an_index_operation_and_flush_keeps_etag(env: Env) -> None:
@@ -61,7 +67,9 @@ async def test_completion_errors_and_abort(env: Env) -> None:
     tier = await env.tier()
     up = await tier.create_multipart_upload(BUCKET, "mp", meta=META)
     p1 = await tier.upload_part(BUCKET, "mp", up.upload_id, 1, body(b"small"))
-    p2 = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"last"))
+    await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"last"))
+    p2 = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"later"))  # replaced
+    assert _held(tier) == len(b"small") + len(b"later")
     with pytest.raises(EntityTooSmall):
         await tier.complete_multipart_upload(
             BUCKET, "mp", up.upload_id, [CompletedPart(1, p1.etag), CompletedPart(2, p2.etag)])
@@ -74,6 +82,7 @@ async def test_completion_errors_and_abort(env: Env) -> None:
     with pytest.raises(NoSuchUpload):
         await tier.upload_part(BUCKET, "other-key", up.upload_id, 1, body(b"x"))
     await tier.abort_multipart_upload(BUCKET, "mp", up.upload_id)
+    assert _held(tier) == 0
     with pytest.raises(NoSuchUpload):
         await tier.list_parts(BUCKET, "mp", up.upload_id)
     with pytest.raises(NoSuchUpload):
@@ -103,6 +112,7 @@ async def test_uploads_survive_restart(env: Env) -> None:
     await env.close(tier)
     tier = await env.tier(create_bucket=False)
     assert [p.etag for p in await tier.list_parts(BUCKET, "mp", up.upload_id)] == [p1.etag]
+    assert _held(tier) == 5 * KiB  # the cached parts count against the room, reopened too
     p2 = await tier.upload_part(BUCKET, "mp", up.upload_id, 2, body(b"tail"))
     await tier.complete_multipart_upload(
         BUCKET, "mp", up.upload_id, [CompletedPart(1, p1.etag), CompletedPart(2, p2.etag)])

@@ -120,4 +120,5 @@ def test_routing_is_an_operation_or_an_s3_error(method: str, level: Level,
                                                 query: dict[str, str],
                                                 headers: dict[str, str]) -> None:
     with only_s3_errors():
-        assert route(method, level, query, headers) in HANDLERS
+        # PostObject's handler is bound per endpoint (it checks the form's signature)
+        assert route(method, level, query, headers) in {*HANDLERS, "PostObject"}
