@@ -252,14 +252,14 @@ class CacheTier:
 
     def waits_for_room(self, size: int | None) -> bool:
         """Whether a part of ``size`` bytes of an upload held in the cache that finds the
-        cache full waits for flushes to make room rather than go to the backend now
-        (docs/cache.md, "Uploads larger than the cache"). Sent there, it makes its upload
-        complete on the backend, the cached parts sent at completion; waiting pays when
-        the backend is slower than the cache and on other disks (a flush frees room as
-        fast as the backend would take the part, and the part then lands at the cache's
-        speed). On the cache's own disk a part that waits costs that disk two writes
-        where one would do, and a backend measured as fast takes it now."""
-        return not self.shares_disk and not self.admission.backend_keeps_up(size)
+        cache full waits for room rather than go to the backend now (docs/cache.md,
+        "Uploads larger than the cache"). Sent there, it makes its upload complete on the
+        backend, the cached parts sent at completion. Only an elastic cache makes it wait,
+        in front of a backend not measured as fast and off the backend's disk: room comes
+        there from a new volume. Room a flush makes comes no faster than the backend
+        would take the part, and waiting for it would cost the bytes a second trip."""
+        return (self._elastic is not None and not self.shares_disk
+                and not self.admission.backend_keeps_up(size))
 
     async def admit(self, size: int | None, *, require: bool = False) -> None:
         """Before a write of ``size`` bytes (None: unknown): with elastic capacity, attach

@@ -92,7 +92,7 @@ class Cluster:
         return ring
 
     def wait_members(self, members: list[int], *, seen_by: list[int] | None = None,
-                     timeout: float = 30.0) -> None:
+                     timeout: float = 60.0) -> None:
         """Wait until every member of ``seen_by`` (default: ``members``) has the ring of
         exactly ``members`` (their hosts), has handed its keys over and serves."""
         wanted = sorted(self.urls[i] for i in members)
@@ -104,7 +104,9 @@ class Cluster:
                 if hosts == wanted and view["serving"] and (
                         view.get("handed_over") == view["revision"] or not self.coordinator):
                     break
-                assert time.monotonic() < deadline, (node, view)
+                assert time.monotonic() < deadline, (
+                    f"member {node}: hosts {hosts}, serving {view['serving']}, revision "
+                    f"{view['revision']}, handed over {view.get('handed_over')}", view)
                 time.sleep(0.1)
 
     def _view(self, members: Sequence[int] | None = None) -> View:
