@@ -9,6 +9,8 @@ the state now), while this member's lease is valid:
    (:meth:`~gateway.cluster.replication.Replication.hand_over`); then forgotten;
 2. every copy it holds whose sender no longer owns the key (the sender moved it, left, or
    lost its lease) goes to the key's owner, unless that is this member, which adopts it;
+   so does a copy whose sender registered anew since it was made (it came back after
+   its lease ended, and dropped what it held then: the copy is the key's newest state);
 3. it writes ``synced/<id>`` = the view's revision: the owners of the keys that moved
    serve them once every member has (gateway/cluster/coordinator/membership.py);
 4. its own dirty keys whose mirrors changed are copied to the new mirrors.
@@ -85,6 +87,13 @@ class Rebalancer:
             if not complete or membership.view is not view:
                 self._wake.set()
 
+    def _orphaned(self, sender: str, epoch: int) -> bool:
+        """Whether a copy ``sender`` made under the view of revision ``epoch`` is of an
+        earlier run of it: it registered anew since (its lease had ended, and it dropped
+        what it held), so the copy goes to it like a copy of a key that moved."""
+        registered = self._membership.registered_at(sender)
+        return registered is not None and registered > epoch
+
     async def _hand_over(self, view: View) -> bool:
         """This member's hand-over for ``view``; False if something is left to retry."""
         complete = True
@@ -113,7 +122,8 @@ class Rebalancer:
                              owner, exc)
         for record in list(replication.store.records.values()):
             owner = view.owner(record.bucket, record.key)
-            if owner is None or owner == record.owner or owner == view.me:
+            if owner is None or owner == view.me or (
+                    owner == record.owner and not self._orphaned(record.owner, record.epoch)):
                 continue
             try:
                 await replication.pass_on(record, owner)

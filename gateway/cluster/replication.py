@@ -106,6 +106,7 @@ class Replication:
     async def reconcile(self) -> None:
         """After a start: the copies the others hold of this member's writes are tracked
         again (to drop once flushed), or dropped at once when the key is clean here."""
+        registered = self.membership.registered_at(self._name) or 0
         for peer in self._peers.others():
             try:
                 held = await peer.copies()
@@ -115,6 +116,8 @@ class Replication:
                 continue
             stale = []
             for bucket, key, epoch, seq in held:
+                if epoch < registered:
+                    continue  # of a run before it started anew: its holder sends it here
                 entry = self._cache.entry(bucket, key)
                 if entry is not None and entry.dirty:
                     old = self._pending.get((bucket, key))
@@ -257,7 +260,8 @@ class Replication:
     async def adopt(self, bucket: str, key: str) -> None:
         """Before serving a key: a state of it handed over here (or a copy held for an
         owner that is gone) becomes this member's record, and is copied to its mirrors.
-        A dirty record of its own is newer (this member has served the key since)."""
+        A dirty record of its own is newer (this member has served the key since), or the
+        same state (a copy of it, sent back): it stays, and is copied again."""
         bk = (bucket, key)
         if bk not in self.store.records:
             return
@@ -276,7 +280,12 @@ class Replication:
                     self._cache.expedite(bucket, key)
                     await self._replicate(bucket, key)
                 log.debug("took %s/%r over (from %s)", bucket, key, record.owner)
-            await self.store.drop([(bucket, key, record.epoch, record.seq)])
+                await self.store.drop([(bucket, key, record.epoch, record.seq)])
+            else:
+                # Its own record is as new: the copy is one a mirror kept of it (sent back
+                # after this member restarted), dropped here: the record is copied again.
+                await self.store.drop([(bucket, key, record.epoch, record.seq)])
+                await self._replicate(bucket, key)
         finally:
             self._locks.release(bk)
 

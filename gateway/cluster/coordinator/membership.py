@@ -41,7 +41,7 @@ from gateway.cluster.coordinator.client import CoordinatorUnavailable, EtcdClien
 from gateway.cluster.coordinator.keys import HELD, MEMBERS, SYNCED, Layout, Registration
 from gateway.cluster.coordinator.session import Session
 from gateway.cluster.coordinator.settings import CoordinatorSettings
-from gateway.cluster.view import Member, View
+from gateway.cluster.view import Member, View, member_id
 
 log = logging.getLogger("squall.cluster")
 #: how long a request waits for its key to be handed over before 503 SlowDown
@@ -107,6 +107,14 @@ class EtcdMembership:
 
     def serving(self) -> bool:
         return self.session.serving() and not self.left
+
+    def registered_at(self, name: str) -> int | None:
+        """The etcd revision the live registration of member ``name`` was created at
+        (None: not registered now). A member that took its previous lease over keeps its
+        registration; one that started anew made a new one: its writes of before are
+        older than that revision."""
+        entry = self._live.get(member_id(name))
+        return entry.created if entry is not None else None
 
     async def wait_serving(self) -> None:
         """Return once this member may serve (registered, lease valid)."""
