@@ -7,6 +7,7 @@ from pathlib import Path
 from backends.core.base import ObjectMeta
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.policy import Phase, WritebackPolicy
+from gateway.cache.settings import CacheSettings
 from gateway.cache.store import CacheStore
 from tests.gateway.cache.conftest import cache_settings
 
@@ -25,13 +26,20 @@ def _dirty(store: CacheStore, key: str, size: int, since: float) -> None:
         etag="0" * 32, meta=ObjectMeta(), segments=(), last_modified=since, dirty_since=since))
 
 
-async def test_phase_transitions_follow_ut_and_id(tmp_path: Path) -> None:
-    settings = cache_settings(tmp_path, capacity=10_000_000, inactivity_delay_s=30,
-                              utilization_threshold=0.3, max_dirty_age_s=300)
+async def _opened(settings: CacheSettings, tmp_path: Path
+                  ) -> tuple[CacheStore, Clock, WritebackPolicy]:
+    """An open store, a clock and the policy over them (a backend of 1000 B/s)."""
     store = CacheStore(settings, tmp_path / "index")
     await store.open()
     clock = Clock()
-    policy = WritebackPolicy(store, settings, backend_bandwidth=1000.0, clock=clock)
+    return store, clock, WritebackPolicy(store, settings, backend_bandwidth=1000.0,
+                                         clock=clock)
+
+
+async def test_phase_transitions_follow_ut_and_id(tmp_path: Path) -> None:
+    settings = cache_settings(tmp_path, capacity=10_000_000, inactivity_delay_s=30,
+                              utilization_threshold=0.3, max_dirty_age_s=300)
+    store, clock, policy = await _opened(settings, tmp_path)
     assert policy.phase is Phase.IDLE and policy.allowed_flushes() == 0
 
     _dirty(store, "a", 5000, store.now())
@@ -79,10 +87,7 @@ async def test_phase_transitions_follow_ut_and_id(tmp_path: Path) -> None:
 
 async def test_deadline_overrides_phase1(tmp_path: Path) -> None:
     settings = cache_settings(tmp_path, max_dirty_age_s=60, inactivity_delay_s=3600)
-    store = CacheStore(settings, tmp_path / "index")
-    await store.open()
-    clock = Clock()
-    policy = WritebackPolicy(store, settings, backend_bandwidth=1000.0, clock=clock)
+    store, clock, policy = await _opened(settings, tmp_path)
     _dirty(store, "young", 10, store.now())
     store.stats.ingest_bytes_total += 100_000
     store.stats.backend_client_bytes_total += 100_000  # no spare bandwidth
@@ -105,10 +110,7 @@ async def test_room_is_made_ahead_only_while_no_client_writes_past_the_cache(
     writes have the backend, and flushes would only slow them down."""
     settings = cache_settings(tmp_path, capacity=10_000, inactivity_delay_s=3600,
                               max_dirty_age_s=3600)
-    store = CacheStore(settings, tmp_path / "index")
-    await store.open()
-    clock = Clock()
-    policy = WritebackPolicy(store, settings, backend_bandwidth=1000.0, clock=clock)
+    store, clock, policy = await _opened(settings, tmp_path)
     _dirty(store, "a", 9000, store.now())
     store.stats.ingest_bytes_total += 9000
     clock.t += 1

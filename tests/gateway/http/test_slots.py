@@ -8,7 +8,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -237,6 +237,23 @@ def victims(server: SquallProcess, trickler: Trickler, *,
     return reads, probes
 
 
+def served_under_attack(tmp_path: Path, workers: int, make: Callable[[int], Trickler], *,
+                        keep_alive: bool) -> tuple[Trickler, int]:
+    """A fresh gateway attacked by ``make(port)`` while the victims' reads and health
+    probes run: at least 99 % of each are served. The trickler and the count of refused
+    connections."""
+    server = gateway(tmp_path, workers)
+    try:
+        trickler = make(server.port)
+        reads, probes = victims(server, trickler, keep_alive=keep_alive)
+        refused = server.counter("connections_refused")
+    finally:
+        assert server.stop() == 0, server.log()
+    assert reads.rate >= 0.99, reads.failed[:5]
+    assert probes.rate >= 0.99, probes.failed[:5]
+    return trickler, refused
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_one_client_flooding_connections_leaves_room_for_others(
         tmp_path: Path, workers: int) -> None:
@@ -244,15 +261,9 @@ def test_one_client_flooding_connections_leaves_room_for_others(
     bytes on all of them, reconnecting what is closed: it holds its share (a quarter,
     per worker), the others' requests on new connections and the health probe are
     served."""
-    server = gateway(tmp_path, workers)
-    try:
-        trickler = Trickler(server.port, ["127.0.0.1"], ATTACK_CONNECTIONS)
-        reads, probes = victims(server, trickler, keep_alive=False)
-        refused = server.counter("connections_refused")
-    finally:
-        assert server.stop() == 0, server.log()
-    assert reads.rate >= 0.99, reads.failed[:5]
-    assert probes.rate >= 0.99, probes.failed[:5]
+    trickler, refused = served_under_attack(
+        tmp_path, workers, lambda port: Trickler(port, ["127.0.0.1"], ATTACK_CONNECTIONS),
+        keep_alive=False)
     # It was held to its share: what it could not get was refused.
     assert trickler.connects > ATTACK_CONNECTIONS and refused > 0
 
@@ -263,16 +274,10 @@ def test_many_addresses_filling_every_slot_leave_probes_and_open_connections(
     header deadline shrinks to ``header_timeout_busy`` and the trickled connections are
     closed quickly; the probe slots keep the health check answered, and a client's
     kept-alive connection keeps being served."""
-    server = gateway(tmp_path, 1)
-    try:
-        trickler = Trickler(server.port, [f"127.0.0.{i}" for i in range(10, 18)],
-                            2 * MAX_CONNECTIONS, interval=0.1)
-        reads, probes = victims(server, trickler, keep_alive=True)
-        refused = server.counter("connections_refused")
-    finally:
-        assert server.stop() == 0, server.log()
-    assert reads.rate >= 0.99, reads.failed[:5]
-    assert probes.rate >= 0.99, probes.failed[:5]
+    trickler, refused = served_under_attack(
+        tmp_path, 1, lambda port: Trickler(port, [f"127.0.0.{i}" for i in range(10, 18)],
+                                           2 * MAX_CONNECTIONS, interval=0.1),
+        keep_alive=True)
     assert refused > 0
     # Trickled connections were answered 400 RequestTimeout: header_timeout_busy, as
     # the attack lasts a few seconds, not the 30 s of header_timeout.
