@@ -32,3 +32,7 @@ python -m pip install -q --disable-pip-version-check --no-deps -e .
 # The MinIO server of the s3 backend's tests (pinned in loadtests/minio/install.py); those
 # tests skip, naming the reason, where it could not be installed.
 bash scripts/install-minio.sh || echo "setup: MinIO was not installed; the MinIO tests will be skipped" >&2
+# helm and kubeconform for the chart's tests, installed here once rather than during the
+# suite (scripts/check-helm.sh reuses them); where this fails the tests try again, or skip
+# naming the reason.
+bash scripts/check-helm.sh --install >/dev/null || echo "setup: helm and kubeconform were not installed; the chart tests will try again" >&2
