@@ -105,8 +105,8 @@ class Cluster:
                         view.get("handed_over") == view["revision"] or not self.coordinator):
                     break
                 assert time.monotonic() < deadline, (
-                    f"member {node}: hosts {hosts}, serving {view['serving']}, revision "
-                    f"{view['revision']}, handed over {view.get('handed_over')}", view)
+                    (f"member {node}: hosts {hosts}, serving {view['serving']}, revision "
+                     f"{view['revision']}, handed over {view.get('handed_over')}"), view)
                 time.sleep(0.1)
 
     def _view(self, members: Sequence[int] | None = None) -> View:
