@@ -271,7 +271,8 @@ class Replication:
             if record is None:
                 return
             entry = self._cache.entry(bucket, key)
-            if entry is None or not entry.dirty:
+            own = entry is not None and entry.dirty
+            if not own:
                 if record.seq == CLEAN_SEQ:  # the backend has the newest state
                     await self._cache.discard(bucket, key)
                 else:
@@ -280,11 +281,8 @@ class Replication:
                     self._cache.expedite(bucket, key)
                     await self._replicate(bucket, key)
                 log.debug("took %s/%r over (from %s)", bucket, key, record.owner)
-                await self.store.drop([(bucket, key, record.epoch, record.seq)])
-            else:
-                # Its own record is as new: the copy is one a mirror kept of it (sent back
-                # after this member restarted), dropped here: the record is copied again.
-                await self.store.drop([(bucket, key, record.epoch, record.seq)])
+            await self.store.drop([(bucket, key, record.epoch, record.seq)])
+            if own:  # the copy may have been a mirror's (sent back after a restart)
                 await self._replicate(bucket, key)
         finally:
             self._locks.release(bk)
