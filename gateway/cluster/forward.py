@@ -24,7 +24,6 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,7 +58,7 @@ class ClusterGateway:
     def __init__(self, inner: ASGIApp, *, membership: Membership, auth: PeerAuth,
                  transport: PeerTransport, peer_api: PeerAPI,
                  describe: Callable[[], dict[str, Any]], domain: str | None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 on_forward: Callable[[str], None] | None = None) -> None:
         self._inner = inner
         self._membership = membership
         self._auth = auth
@@ -69,9 +68,7 @@ class ClusterGateway:
         self._domain = domain.lower() if domain else None
         self._ids = itertools.count(1)
         self._id_prefix = "C" + secrets.token_hex(3).upper()
-        self._forwarded = Counter("squall_cluster_forwarded_requests",
-                                  "S3 requests streamed to the key's owner", ["member"],
-                                  registry=registry) if registry is not None else None
+        self._on_forward = on_forward  # counts requests streamed to an owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -191,8 +188,8 @@ class ClusterGateway:
                           scope["path"], owner.name)
             await self._error(scope, receive, send, InternalError())
             return
-        if self._forwarded is not None:
-            self._forwarded.labels(owner.name).inc()
+        if self._on_forward is not None:
+            self._on_forward(owner.name)
         try:
             out = [(n.lower(), v) for n, v in response.headers]
             closing = any(n == b"connection" and v.lower() == b"close" for n, v in out)

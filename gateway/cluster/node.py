@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from starlette.types import ASGIApp
 
@@ -26,6 +26,7 @@ from gateway.cluster.mirror_store import MirrorStore
 from gateway.cluster.peer_api import PeerAPI
 from gateway.cluster.peerauth import PeerAuth
 from gateway.cluster.rebalance import Rebalancer
+from gateway.cluster.relay import ClusterRelay
 from gateway.cluster.remote import Peers
 from gateway.cluster.replication import Replication
 from gateway.cluster.ring import HASH_NAME
@@ -47,6 +48,7 @@ class ClusterNode:
     def __init__(self, settings: ClusterSettings, local: Backend, cache: CacheTier | None,
                  *, registry: CollectorRegistry | None = None) -> None:
         self.settings = settings
+        self._relay: ClusterRelay | None = None
         self.name = settings.name
         self.local = local
         self._cache = ClusterView(cache) if cache is not None else None
@@ -85,6 +87,9 @@ class ClusterNode:
                                 replication=self.replication, objects=self.backend)
         if registry is not None:
             registry.register(_Collector(self))
+        self._forwarded = Counter("squall_cluster_forwarded_requests",
+                                  "S3 requests passed on to the key's owner", ["member"],
+                                  registry=registry) if registry is not None else None
 
     @property
     def cache(self) -> ClusterView | None:
@@ -180,11 +185,27 @@ class ClusterNode:
         if self.replication is not None:
             await self.replication.stop()
         await self.transport.aclose()
+        if self._relay is not None:
+            self._relay.aclose()
 
     def asgi(self, inner: ASGIApp, *, domain: str | None) -> ClusterGateway:
         return ClusterGateway(inner, membership=self.membership, auth=self.auth,
                               transport=self.transport, peer_api=self.peer_api,
-                              describe=self.describe, domain=domain)
+                              describe=self.describe, domain=domain,
+                              on_forward=self._count_forward)
+
+    def _count_forward(self, member: str) -> None:
+        if self._forwarded is not None:
+            self._forwarded.labels(member).inc()
+
+    def relay(self, *, domain: str | None) -> ClusterRelay:
+        """The byte relay of requests for keys other members own (the HTTP protocol's
+        router; stopped with the member)."""
+        if self._relay is None:
+            self._relay = ClusterRelay(membership=self.membership, auth=self.auth,
+                                       settings=self.settings, domain=domain,
+                                       on_forward=self._count_forward)
+        return self._relay
 
     def describe(self) -> dict[str, Any]:
         """``GET /_squall/cluster``: the members, enough to compute owners (every member

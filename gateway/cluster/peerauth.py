@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import hmac
+import itertools
 import secrets
 import time
 from collections.abc import Callable
@@ -52,6 +53,8 @@ class PeerAuth:
         self._skew = max_skew_s
         self._clock = clock
         self._seen: dict[tuple[str, str], float] = {}
+        self._nonces = secrets.token_hex(6)  # this run's nonces start with it
+        self._count = itertools.count()
         self._expiry: collections.deque[tuple[float, tuple[str, str]]] = collections.deque()
 
     def _mac(self, method: str, path: bytes, query: bytes, fields: str) -> str:
@@ -61,7 +64,8 @@ class PeerAuth:
     def sign(self, method: str, path: bytes, query: bytes, target: str, view: str) -> str:
         """The header value for a request from this member to member id ``target``,
         under the view whose token is ``view``."""
-        fields = f"{self.member}:{target}:{int(self._clock())}:{secrets.token_hex(8)}:{view}"
+        nonce = f"{self._nonces}{next(self._count):x}"  # unique per run: no random draw
+        fields = f"{self.member}:{target}:{int(self._clock())}:{nonce}:{view}"
         return f"{VERSION}:{fields}:{self._mac(method, path, query, fields)}"
 
     def verify(self, method: str, path: bytes, query: bytes, value: str, *,

@@ -18,6 +18,7 @@ over), and the quiescent points listings are taken at.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ MEMO_KEYS = 1 << 12  # (keys of up to 1 KiB: a few MB per view at most)
 _UNSET = object()
 
 
+@functools.lru_cache(maxsize=1024)
 def member_id(name: str) -> str:
     """A member's short id: what peer markers name it by (its name holds ``:``)."""
     return hashlib.blake2b(name.encode("utf-8"), digest_size=8).hexdigest()

@@ -32,23 +32,21 @@ import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, ClassVar
 
 import httptools
 from uvicorn.protocols.http.flow_control import FlowControl
 
 from backends.core.errors import SlowDown
+from gateway.http.answers import closing_answer, error_answer
 from gateway.http.pace import BodyPace, PaceLimits, StallMeter, Verdict
+from gateway.http.relaying import RelayingHttpProtocol, Router
 from gateway.http.slots import ClientSlots, Slot, SlotLimits, client_key
-from gateway.http.zerocopy import ZeroCopyHttpProtocol
 from gateway.protocol.errors import (
     BadRequest,
     RequestHeaderSectionTooLarge,
     RequestTimeout,
-    s3_error_for,
 )
-from gateway.protocol.responses import XML_TYPE, error_document, error_headers
 
 #: request targets that are never refused for ``max_requests`` (liveness probes)
 HEALTH_PATH = b"/_squall/health"
@@ -119,25 +117,6 @@ class RequestPhase(enum.Enum):
     DONE = 3  # the request was read entirely
 
 
-def error_answer(error: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
-    """The status, headers and body of the S3 answer to ``error``, as the one mapping
-    (:mod:`gateway.protocol.errors`) and its renderer (:mod:`gateway.protocol.responses`)
-    make them for the application's answers."""
-    spec, message = s3_error_for(error)
-    body = error_document(spec, message)
-    headers = [("content-type", XML_TYPE), ("content-length", str(len(body))),
-               ("server", "Squall"), *error_headers(error, spec).items()]
-    return spec.status, headers, body
-
-
-def closing_answer(error: BaseException) -> bytes:
-    """A whole HTTP/1.1 response to ``error`` that closes the connection."""
-    status, headers, body = error_answer(error)
-    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-            *(f"{name}: {value}" for name, value in headers), "connection: close"]
-    return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
-
-
 #: S3's answers to requests refused here (the messages as S3 words them)
 REQUEST_TIMEOUT = closing_answer(RequestTimeout())
 HEADERS_TOO_LARGE = closing_answer(RequestHeaderSectionTooLarge())
@@ -145,7 +124,7 @@ BAD_REQUEST = closing_answer(BadRequest("An error occurred when parsing the HTTP
 NOT_A_PROBE = closing_answer(SlowDown())
 
 
-class LimitedHttpProtocol(ZeroCopyHttpProtocol):
+class LimitedHttpProtocol(RelayingHttpProtocol):
     """The gateway's httptools protocol with :class:`Limits` (``limits`` is set on a
     subclass made by :func:`protocol_class`)."""
 
@@ -494,8 +473,10 @@ def slot_table(limits: Limits) -> ClientSlots:
                                   per_client=limits.max_connections_per_client))
 
 
-def protocol_class(limits: Limits) -> type[LimitedHttpProtocol]:
+def protocol_class(limits: Limits, router: Router | None = None
+                   ) -> type[LimitedHttpProtocol]:
     """The protocol class uvicorn builds for each connection of one server, with
-    ``limits`` and the server's slot table."""
+    ``limits``, the server's slot table, and the router that relays some requests
+    (:mod:`gateway.http.relaying`)."""
     return type("LimitedHttpProtocol", (LimitedHttpProtocol,),
-                {"limits": limits, "slots": slot_table(limits)})
+                {"limits": limits, "slots": slot_table(limits), "router": router})

@@ -24,6 +24,7 @@ from gateway.config.settings import Settings
 from gateway.dashboard.access import dashboard_line
 from gateway.http.limits import Limits, protocol_class
 from gateway.http.pace import PaceLimits
+from gateway.http.relaying import Router
 from gateway.http.slots import per_client_default
 from gateway.metrics import Metrics
 
@@ -73,8 +74,10 @@ def serve(settings: Settings, credentials: Credentials | None = None,
     print_banner(settings, credentials, port)
     tune_gc()
     tls = server_tls(settings)
+    router = components.cluster.relay(domain=settings.domain) \
+        if components.cluster is not None else None
     server = _GracefulServer(uvicorn_config(build_app(components), settings, tls=tls,
-                                            metrics=components.metrics))
+                                            metrics=components.metrics, router=router))
     server.tls = tls
     server.run(sockets=[sock] if sock is not None else None)
     warn_unflushed(components)
@@ -164,16 +167,16 @@ def reload_on_sighup(tls: ServerTls | None) -> None:
 
 
 def uvicorn_config(app: ASGIApp, settings: Settings, *,
-                   metrics: Metrics | None = None,
-                   tls: ServerTls | None = None, **overrides: Any) -> uvicorn.Config:
+                   metrics: Metrics | None = None, tls: ServerTls | None = None,
+                   router: Router | None = None, **overrides: Any) -> uvicorn.Config:
     """The uvicorn options of a gateway process; ``overrides`` replace some (the worker
     processes of ``--workers N`` serve given sockets and run the lifespan themselves).
     ``metrics`` counts what the limits refuse (:func:`limits_of`); ``tls`` serves HTTPS
-    with that context."""
+    with that context; ``router`` relays some requests (:mod:`gateway.http.relaying`)."""
     address = settings.listen_address
     options: dict[str, Any] = {
         "host": address.host, "port": address.port, "loop": "uvloop",
-        "http": protocol_class(limits_of(settings, metrics)),
+        "http": protocol_class(limits_of(settings, metrics), router),
         "timeout_keep_alive": settings.keep_alive_timeout,
         "lifespan": "on", "access_log": False, "log_level": settings.log_level,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S, "server_header": False,

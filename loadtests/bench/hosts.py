@@ -4,7 +4,8 @@ and 3 members (``python -m loadtests.bench.cluster --hosts``).
 
 Three shapes, requests spread round robin over the members (a ring-unaware client or a
 load balancer: (N-1)/N of them forwarded to their key's owner): PUT 4 KiB x16, GET 4 KiB
-x16, PUT 4 MiB x8. For each run: the throughput, the members' CPU microseconds per request
+x16, PUT 4 MiB x8. Each timed phase starts once the members have flushed what the
+previous run left and are quiet (:func:`settle`). For each run: the throughput, the members' CPU microseconds per request
 (the cgroups' own accounting over the timed phase: robust to other load on the machine),
 and a capacity line: the hosts of ``cap`` CPUs that serve ``rate`` requests per second at
 the measured cost.
@@ -16,6 +17,7 @@ import asyncio
 import math
 import secrets
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +27,12 @@ from gateway.client.sigv4 import Signer
 from loadtests.bench.cgroups import CpuGroup
 from loadtests.bench.cluster import RoutedTarget, start_members
 from loadtests.bench.engine import Measurement, run_workload
-from loadtests.bench.server import squall_credentials
+from loadtests.bench.server import squall_credentials, wait_settled
 from loadtests.bench.workloads import Workload
 
 KIB, MIB = 1 << 10, 1 << 20
+QUIET_TIMEOUT_S = 120.0
+QUIET_WINDOW_S = 0.5
 
 
 def shapes(count: int, duration: float) -> list[Workload]:
@@ -51,13 +55,31 @@ class HostRow:
         return self.result.cpu_us_per_op or 0.0
 
 
+def settle(endpoints: Sequence[str], groups: Sequence[CpuGroup], cap: float,
+           timeout: float = QUIET_TIMEOUT_S) -> None:
+    """Wait until the members have flushed everything and their CPU is quiet (under a
+    tenth of their cap): what one run leaves behind (its flushes, its clean-up's
+    deletes) is not counted in the next run's clock."""
+    deadline = time.monotonic() + timeout
+    for endpoint in endpoints:
+        wait_settled(endpoint, timeout)
+    while time.monotonic() < deadline:
+        before = sum(g.seconds() for g in groups)
+        time.sleep(QUIET_WINDOW_S)
+        if sum(g.seconds() for g in groups) - before < 0.1 * cap * len(groups) * QUIET_WINDOW_S:
+            return
+    print(f"  the members were still busy after {timeout:.0f} s; measuring anyway",
+          file=sys.stderr)
+
+
 async def _measure(endpoints: Sequence[str], signer: Signer, wl: Workload, run: str,
-                   groups: Sequence[CpuGroup]) -> Measurement:
+                   groups: Sequence[CpuGroup], cap: float) -> Measurement:
     target = RoutedTarget(endpoints, "hosts-bench", signer, clients=wl.clients, policy="any")
     try:
         await target.create_bucket()
+        quiet = (lambda: settle(endpoints, groups, cap), lambda: None)
         return await run_workload(target, wl, run,
-                                  cpu=lambda: sum(g.seconds() for g in groups))
+                                  cpu=lambda: sum(g.seconds() for g in groups), phase=quiet)
     finally:
         await target.close()
 
@@ -81,7 +103,7 @@ def run_hosts(members: Sequence[int], wls: Sequence[Workload], extra: Sequence[s
             for wl in wls:
                 print(f"{setup}, {cap} CPU each: {wl.title}", file=sys.stderr)
                 result = asyncio.run(_measure(endpoints, signer, wl,
-                                              f"h{count}-{wl.key}", groups))
+                                              f"h{count}-{wl.key}", groups, cap))
                 if result.errors:
                     print(f"  {result.errors} errors, the first: {result.first_error}",
                           file=sys.stderr)
@@ -128,6 +150,9 @@ def hosts_report(rows: Sequence[HostRow], wls: Sequence[Workload], cap: float,
                  "requests round robin", rows, wls, throughput, units=True)
     out += [""] + _table("Members' CPU per request, microseconds (all members together)",
                          rows, wls, lambda row, _wl: f"{row.cpu_us:.0f}")
+    out += [""] + _table("The load generator's CPU per request, microseconds (uncapped: "
+                         "it must not be the bound)", rows, wls,
+                         lambda row, _wl: f"{row.result.client_cpu_us_per_op or 0:.0f}")
     out += [""] + _table(f"Capacity: hosts of {cap} CPU that serve {rate:.0f} requests/s "
                          "of one shape at the measured cost", rows, wls, hosts_needed)
     return "\n".join(out)
