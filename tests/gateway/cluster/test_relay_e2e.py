@@ -12,8 +12,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from gateway.client.sigv4 import Signer, object_path
 from gateway.client.credentials import Credentials
+from gateway.client.sigv4 import Signer, object_path
 from gateway.cluster.relay import ASK_FIRST_BYTES
 from tests.gateway.cluster.conftest import Cluster
 from tests.support.server import ACCESS_KEY, SECRET_KEY
