@@ -98,15 +98,23 @@ def _unsealed_length(value: bytes) -> bytes:
     return str(length - TAG_BYTES).encode()
 
 
+def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request with these headers has a body (so, sent by a peer, a tag): a
+    ``Content-Length`` above 0, or chunked."""
+    for name, value in headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False
+
+
 def unseal(scope: Scope, receive: Receive, key: bytes) -> tuple[Scope, Receive]:
-    """The request as sent, if it has a body (a ``Content-Length`` above 0, or chunked):
-    its ``Content-Length`` without the tag and a ``receive`` that checks the tag.
-    Requests without a body pass unchanged."""
+    """The request as sent, if it has a body (:func:`has_body`): its ``Content-Length``
+    without the tag and a ``receive`` that checks the tag. Requests without a body pass
+    unchanged."""
     headers: list[tuple[bytes, bytes]] = scope["headers"]
-    length = next((v for n, v in headers if n == b"content-length"), None)
-    chunked = any(n == b"transfer-encoding" for n, _ in headers)
-    if not chunked and length in (None, b"0"):
+    if not has_body(headers):
         return scope, receive
+    length = next((v for n, v in headers if n == b"content-length"), None)
     if length is not None:
         fixed = _unsealed_length(length)
         headers = [(n, fixed if n == b"content-length" else v) for n, v in headers]

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backends.core.errors import ServiceUnavailable, SlowDown, StorageError
-from gateway.cluster.bodyseal import unseal
+from gateway.cluster.bodyseal import has_body, unseal
 from gateway.cluster.peer_api import PATH_PREFIX, PeerAPI, request_body
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.transport import PeerTransport
@@ -155,7 +155,8 @@ class ClusterGateway:
             signed = self._auth.verify(scope["method"], scope.get("raw_path") or b"",
                                        scope["query_string"], value, once=False)
             await self._membership.catch_up(signed.view)
-            scope, receive = unseal(scope, receive, self._auth.body_key(value))
+            if has_body(scope["headers"]):  # the tag's key: an HMAC, only for a body
+                scope, receive = unseal(scope, receive, self._auth.body_key(value))
         except StorageError as exc:
             await self._error(scope, receive, send, exc)
             return

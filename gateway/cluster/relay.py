@@ -122,6 +122,10 @@ class _Exchange(asyncio.Protocol):
             self.transport.abort()  # bytes no request asked for
             return
         self.last_data = asyncio.get_running_loop().time()
+        if self.client.gone:  # the rest of the answer would go nowhere
+            assert self.transport is not None
+            self.transport.abort()
+            return
         asked = self.asked
         if asked is not None and not asked.done():
             parser.feed_data(data)

@@ -42,6 +42,11 @@ class Downstream:
         """Pause reading ``upstream`` while the client's send buffer is full (None: stop)."""
         self._protocol.follow(upstream)
 
+    @property
+    def gone(self) -> bool:
+        """Whether the client's connection is closed (nothing more reaches it)."""
+        return self._protocol.transport.is_closing()
+
 
 class Router(Protocol):
     """Decides which requests are relayed, and relays them."""
