@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any, cast
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 import httptools
 from starlette.types import Receive, Scope
 
+from backends.core.errors import StorageError
 from gateway.cluster.bodyseal import TAG_BYTES, body_key
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
@@ -37,6 +39,7 @@ from gateway.cluster.transport import peer_socket
 from gateway.cluster.view import Member, Membership
 from gateway.protocol.targets import object_target
 
+log = logging.getLogger("squall.cluster")
 #: a body larger than this waits for the owner's "100 Continue" (a refusal then costs
 #: no upload, and is not lost to a connection the owner resets)
 ASK_FIRST_BYTES = 64 * 1024
@@ -224,6 +227,17 @@ class ClusterRelay:
             first, more = message.get("body", b""), bool(message.get("more_body"))
         if self._on_forward is not None:
             self._on_forward(member.name)
+        try:
+            return await self._send(member, scope, receive, client, head, marker, length,
+                                    ask, first, more)
+        except StorageError as exc:  # the detail: the client reads S3's words
+            log.warning("relaying %s %s to %s: %s", scope["method"], scope["path"],
+                        member.name, exc.message)
+            raise
+
+    async def _send(self, member: Member, scope: Scope, receive: Receive, client: Any,
+                    head: bytes, marker: str, length: int, ask: bool, first: bytes | None,
+                    more: bool) -> bool:
         for attempt in range(2):
             exchange = await self._connect(member)
             try:
