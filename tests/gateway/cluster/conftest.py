@@ -146,18 +146,24 @@ class Cluster:
     def _name(self, node: int, worker: int) -> str:
         return Member.of(self.urls[node], worker, self.workers).name
 
-    def forwarded(self) -> float:
-        """Requests the members have forwarded to an owner, in all."""
+    def forwarded(self, *, other_hosts: bool = False) -> float:
+        """Requests the members have forwarded to an owner, in all; with ``other_hosts``
+        only those sent to another host (not those a host's worker passes to another of
+        its workers, which hand-over falls back to at times: docs/workers.md)."""
         total = 0.0
         auth = {"Authorization": f"Bearer {self.status_token}"} if self.status_token else {}
-        for node in self.nodes:
+        for url, node in zip(self.urls, self.nodes, strict=True):
             if node.proc is None or node.proc.poll() is not None:
                 continue
             metrics = httpx.get(f"{node.endpoint}/_squall/metrics", headers=auth)
             metrics.raise_for_status()
             for line in metrics.text.splitlines():
-                if line.startswith("squall_cluster_forwarded_requests_total"):
-                    total += float(line.rsplit(" ", 1)[1])
+                if not line.startswith("squall_cluster_forwarded_requests_total"):
+                    continue
+                member = line.partition('member="')[2].partition('"')[0]
+                if other_hosts and member.partition("/worker-")[0] == url:
+                    continue
+                total += float(line.rsplit(" ", 1)[1])
         return total
 
     def status(self, node: int) -> dict[str, Any]:
