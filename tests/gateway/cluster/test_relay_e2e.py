@@ -9,6 +9,7 @@ import os
 import urllib.parse
 
 import boto3
+import httpx
 import pytest
 from botocore.config import Config
 
@@ -145,3 +146,34 @@ def test_an_unreachable_owner_is_a_503(tmp_path, etcd) -> None:  # type: ignore[
     finally:
         for node in small.nodes:
             node.stop()
+
+
+def test_a_refused_large_upload_without_expect(cluster: Cluster, cbucket: str) -> None:
+    """A client that sends a large body at once (no Expect): the relay asks the owner
+    first, passes on its refusal, and nothing is stored; the member serves on."""
+    key = cluster.key_owned_by(2, cbucket, prefix="refused")
+    body = os.urandom(ASK_FIRST_BYTES * 3)
+    headers = _signed(cluster, 0, "PUT", cbucket, key, body, SECRET_KEY + "wrong")
+    answer = httpx.put(cluster.nodes[0].endpoint + object_path(cbucket, key),
+                       content=body, headers=headers, timeout=30)
+    assert answer.status_code == 403 and b"SignatureDoesNotMatch" in answer.content
+    with pytest.raises(cluster.clients[2].exceptions.ClientError):
+        cluster.clients[2].head_object(Bucket=cbucket, Key=key)
+    cluster.clients[0].put_object(Bucket=cbucket, Key=key, Body=body)
+    assert cluster.clients[1].get_object(Bucket=cbucket, Key=key)["Body"].read() == body
+
+
+def test_a_client_that_leaves_mid_download(cluster: Cluster, cbucket: str) -> None:
+    """A client that closes its connection in the middle of a large relayed answer:
+    the member stops reading the owner and serves the next requests."""
+    key = cluster.key_owned_by(1, cbucket, prefix="left")
+    body = os.urandom(16 << 20)
+    cluster.clients[1].put_object(Bucket=cbucket, Key=key, Body=body)
+    for _ in range(3):
+        connection = _raw(cluster, 0)
+        connection.request("GET", object_path(cbucket, key),
+                           headers=_signed(cluster, 0, "GET", cbucket, key))
+        answer = connection.getresponse()
+        assert answer.status == 200 and len(answer.read(1 << 16)) == 1 << 16
+        connection.close()
+    assert cluster.clients[0].get_object(Bucket=cbucket, Key=key)["Body"].read() == body
