@@ -126,6 +126,7 @@ class _Exchange(asyncio.Protocol):
             return
         self.last_data = asyncio.get_running_loop().time()
         if self.client.gone:  # the rest of the answer would go nowhere
+            done.set_exception(ConnectionResetError("the client went away"))
             assert self.transport is not None
             self.transport.abort()
             return
@@ -256,10 +257,11 @@ class ClusterRelay:
         done = exchange.begin(client, scope["method"] == "HEAD", ask)
         self._watch(exchange)
         try:
-            mac = hmac.new(body_key(self._settings.secret, marker), digestmod=hashlib.sha256)
             if not length:
                 exchange.write(head)
-            elif not ask:
+                return await done
+            mac = hmac.new(body_key(self._settings.secret, marker), digestmod=hashlib.sha256)
+            if not ask:
                 assert first is not None
                 mac.update(first)
                 exchange.write(head + first if more else head + first + mac.digest())
@@ -277,7 +279,7 @@ class ClusterRelay:
                     await done
                     return False
                 sending.result()  # the client's disconnect ends the exchange too
-            keep = await done
+            return await done
         except BaseException:
             exchange.reusable = False
             raise
@@ -287,7 +289,6 @@ class ClusterRelay:
             client.follow(None)
             exchange.client = None
             self._release(member, exchange)
-        return keep
 
     async def _send_body(self, exchange: _Exchange, receive: Receive,
                          mac: hmac.HMAC) -> None:

@@ -115,6 +115,11 @@ class RelayingHttpProtocol(ZeroCopyHttpProtocol):
         if upstream is not None and self.flow.write_paused:
             upstream.pause_reading()
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._upstream is not None:  # read on: the relay sees the client is gone
+            self._upstream.resume_reading()
+
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._upstream is not None:
