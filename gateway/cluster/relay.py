@@ -131,17 +131,19 @@ class _Exchange(asyncio.Protocol):
             self.transport.abort()
             return
         asked = self.asked
-        if asked is not None and not asked.done():
-            parser.feed_data(data)
-            if not asked.done():  # the owner's answer came instead of "100 Continue"
-                asked.set_result(False)
-                self.client.write(data)
-            return
-        self.client.write(data)
+        interim = asked is not None and not asked.done()
+        if not interim:
+            self.client.write(data)
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
             done.set_exception(ConnectionResetError(f"a malformed answer: {exc}"))
+            assert self.transport is not None
+            self.transport.abort()  # whatever else waits on this exchange ends too
+            return
+        if interim and asked is not None and not asked.done():
+            asked.set_result(False)  # the owner's answer came instead of "100 Continue"
+            self.client.write(data)
 
     # -- parser callbacks --------------------------------------------------------------
 
