@@ -118,8 +118,9 @@ def test_cpu_meter_reports_ms_per_unit_of_this_process_and_the_table_has_a_row_e
     # the machine's busy time includes ours (its clock ticks every 10 ms: 2.5 ms per MiB)
     assert medians["machine"] >= medians["here"] - 5.0
     cores = meter.medians(cores=True)["write_1m"]
-    # one spinning thread keeps at most one core busy (less when others share it)
-    assert 0.0 < cores["here"] <= 1.05
+    # one spinning thread keeps at most one core busy (less when others share it); the
+    # test runner's own threads (xdist's channel) may add a little of a second one
+    assert 0.0 < cores["here"] <= 1.25
     assert cores["machine"] > 0.0
     rows = cpu_table([meter])
     assert rows[0] == ["workload", "CPU per", "here", "also here", "machine"]
