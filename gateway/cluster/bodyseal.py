@@ -36,7 +36,8 @@ def body_key(secret: bytes, marker: str) -> bytes:
     return hmac.new(secret, _LABEL + marker.encode("latin-1"), hashlib.sha256).digest()
 
 
-async def _update(mac: hmac.HMAC, chunk: bytes) -> None:
+async def update_mac(mac: hmac.HMAC, chunk: bytes) -> None:
+    """Add ``chunk`` to ``mac``: inline, or in a worker thread from a megabyte on."""
     if len(chunk) >= _INLINE_LIMIT:
         await asyncio.to_thread(mac.update, chunk)
     else:
@@ -48,7 +49,7 @@ async def seal(content: AsyncIterable[bytes], key: bytes) -> AsyncIterator[bytes
     mac = hmac.new(key, digestmod=hashlib.sha256)
     async for chunk in content:
         if chunk:
-            await _update(mac, chunk)
+            await update_mac(mac, chunk)
             yield chunk
     yield mac.digest()
 
@@ -79,7 +80,7 @@ class UnsealingReceive:
         cut = max(len(data) - TAG_BYTES, 0)
         chunk, self._held = data[:cut], data[cut:]
         if chunk:
-            await _update(self._mac, chunk)
+            await update_mac(self._mac, chunk)
         if not more:
             if len(self._held) < TAG_BYTES:
                 raise _refused("the tag is missing")

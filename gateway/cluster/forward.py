@@ -45,7 +45,7 @@ MAX_HOPS = 3
 RETRY_AFTER_S = 1
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and Expect: the owner's framing is its own.
-_REQUEST_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te",
+REQUEST_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te",
                            b"trailer", b"upgrade", b"expect", b"transfer-encoding",
                            HEADER_BYTES, HOPS})
 _RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"trailer",
@@ -166,7 +166,7 @@ class ClusterGateway:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, owner: Member,
                        hops: int) -> None:
-        headers = [(n, v) for n, v in scope["headers"] if n not in _REQUEST_DROP]
+        headers = [(n, v) for n, v in scope["headers"] if n not in REQUEST_DROP]
         headers.append((HOPS, str(hops).encode()))
         length = next((v for n, v in scope["headers"] if n == b"content-length"), None)
         chunked = any(n == b"transfer-encoding" for n, _ in scope["headers"])

@@ -186,7 +186,7 @@ class ClusterNode:
             await self.replication.stop()
         await self.transport.aclose()
         if self._relay is not None:
-            self._relay.aclose()
+            self._relay.close()
 
     def asgi(self, inner: ASGIApp, *, domain: str | None) -> ClusterGateway:
         return ClusterGateway(inner, membership=self.membership, auth=self.auth,

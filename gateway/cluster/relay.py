@@ -31,11 +31,12 @@ import httptools
 from starlette.types import Receive, Scope
 
 from backends.core.errors import StorageError
-from gateway.cluster.bodyseal import TAG_BYTES, body_key
+from gateway.cluster.bodyseal import TAG_BYTES, update_mac
 from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.forward import ADMIN_PREFIX, HOPS, REQUEST_DROP
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.settings import ClusterSettings
-from gateway.cluster.transport import peer_socket
+from gateway.cluster.transport import PeerTransport, peer_socket
 from gateway.cluster.view import Member, Membership
 from gateway.protocol.targets import object_target
 
@@ -43,14 +44,8 @@ log = logging.getLogger("squall.cluster")
 #: a body larger than this waits for the owner's "100 Continue" (a refusal then costs
 #: no upload, and is not lost to a connection the owner resets)
 ASK_FIRST_BYTES = 64 * 1024
-#: body pieces of this size or more are hashed in a worker thread (hashlib frees the GIL)
-_THREAD_HASH_BYTES = 1 << 20
-_ADMIN = "/_squall/"
-_HOPS = b"x-squall-hops"
-# Hop-by-hop headers (RFC 9110 7.6.1), Expect (the relay asks the owner itself) and what
-# the relay sets (the body's length counts its tag).
-_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
-                   b"upgrade", b"expect", b"content-length", HEADER_BYTES, _HOPS})
+# What ClusterGateway drops, and the length the relay sets (it counts the body's tag).
+_DROP = REQUEST_DROP | {b"content-length"}
 
 
 class _Exchange(asyncio.Protocol):
@@ -190,7 +185,7 @@ class ClusterRelay:
     def route(self, scope: Scope) -> Member | None:
         """The owner of the request's key when another member owns it and the relay can
         take the request; None otherwise (the application serves or forwards it)."""
-        if scope["path"].startswith(_ADMIN) or scope["http_version"] != "1.1":
+        if scope["path"].startswith(ADMIN_PREFIX) or scope["http_version"] != "1.1":
             return None
         host = b""
         for name, value in scope["headers"]:
@@ -262,7 +257,7 @@ class ClusterRelay:
             if not length:
                 exchange.write(head)
                 return await done
-            mac = hmac.new(body_key(self._settings.secret, marker), digestmod=hashlib.sha256)
+            mac = hmac.new(self._auth.body_key(marker), digestmod=hashlib.sha256)
             if not ask:
                 assert first is not None
                 mac.update(first)
@@ -300,10 +295,7 @@ class ClusterRelay:
                 raise ConnectionResetError("the client went away during the upload")
             chunk = message.get("body", b"")
             if chunk:
-                if len(chunk) >= _THREAD_HASH_BYTES:
-                    await asyncio.to_thread(mac.update, chunk)
-                else:
-                    mac.update(chunk)
+                await update_mac(mac, chunk)
                 exchange.write(chunk)
                 await exchange.drained()
             if not message.get("more_body"):
@@ -319,7 +311,7 @@ class ClusterRelay:
         lines += [name + b": " + value for name, value in scope["headers"]
                   if name not in _DROP]
         lines.append(HEADER_BYTES + b": " + marker.encode("latin-1"))
-        lines.append(_HOPS + b": 1")
+        lines.append(HOPS + b": 1")
         if length:
             lines.append(b"content-length: " + str(length + TAG_BYTES).encode("ascii"))
         elif any(n == b"content-length" for n, _ in scope["headers"]):
@@ -371,9 +363,7 @@ class ClusterRelay:
                     raise
                 _, exchange = await loop.create_connection(_Exchange, sock=sock)
         except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else \
-                "connection refused or unreachable"
-            raise MemberUnavailable(member.name, reason) from exc
+            raise PeerTransport.unavailable(member, exc) from exc
         return exchange
 
     def _release(self, member: Member, exchange: _Exchange) -> None:
@@ -386,7 +376,7 @@ class ClusterRelay:
         else:
             transport.close()
 
-    def aclose(self) -> None:
+    def close(self) -> None:
         """Close the kept-alive connections."""
         idle, self._idle = self._idle, {}
         for exchanges in idle.values():

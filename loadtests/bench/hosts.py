@@ -5,8 +5,9 @@ and 3 members (``python -m loadtests.bench.cluster --hosts``).
 Three shapes, requests spread round robin over the members (a ring-unaware client or a
 load balancer: (N-1)/N of them forwarded to their key's owner): PUT 4 KiB x16, GET 4 KiB
 x16, PUT 4 MiB x8. Each timed phase starts once the members have flushed what the
-previous run left and are quiet (:func:`settle`). For each run: the throughput, the members' CPU microseconds per request
-(the cgroups' own accounting over the timed phase: robust to other load on the machine),
+previous run left and are quiet (:func:`settle`). For each run: the throughput, the
+members' CPU microseconds per request (the cgroups' own accounting over the timed phase:
+robust to other load on the machine),
 and a capacity line: the hosts of ``cap`` CPUs that serve ``rate`` requests per second at
 the measured cost.
 """
@@ -55,6 +56,11 @@ class HostRow:
         return self.result.cpu_us_per_op or 0.0
 
 
+def _cpu(groups: Sequence[CpuGroup]) -> float:
+    """CPU seconds the groups have used together."""
+    return sum(g.seconds() for g in groups)
+
+
 def settle(endpoints: Sequence[str], groups: Sequence[CpuGroup], cap: float,
            timeout: float = QUIET_TIMEOUT_S) -> None:
     """Wait until the members have flushed everything and their CPU is quiet (under a
@@ -64,9 +70,9 @@ def settle(endpoints: Sequence[str], groups: Sequence[CpuGroup], cap: float,
     for endpoint in endpoints:
         wait_settled(endpoint, timeout)
     while time.monotonic() < deadline:
-        before = sum(g.seconds() for g in groups)
+        before = _cpu(groups)
         time.sleep(QUIET_WINDOW_S)
-        if sum(g.seconds() for g in groups) - before < 0.1 * cap * len(groups) * QUIET_WINDOW_S:
+        if _cpu(groups) - before < 0.1 * cap * len(groups) * QUIET_WINDOW_S:
             return
     print(f"  the members were still busy after {timeout:.0f} s; measuring anyway",
           file=sys.stderr)
@@ -79,7 +85,7 @@ async def _measure(endpoints: Sequence[str], signer: Signer, wl: Workload, run: 
         await target.create_bucket()
         quiet = (lambda: settle(endpoints, groups, cap), lambda: None)
         return await run_workload(target, wl, run,
-                                  cpu=lambda: sum(g.seconds() for g in groups), phase=quiet)
+                                  cpu=lambda: _cpu(groups), phase=quiet)
     finally:
         await target.close()
 
