@@ -154,6 +154,10 @@ class Replication:
                     await self._send_drops({n: [(bucket, key, epoch, CLEAN_SEQ)]
                                             for n in old[2]})
                 return
+            if not view.owns(bucket, key):  # moved meanwhile: every mirror would refuse
+                raise SlowDown(f"{bucket}/{key} moved to another cluster member while it "
+                               "was written here; the write is not acknowledged",
+                               retry_after=RETRY_AFTER_S)
             seq = entry.seq
             targets = tuple(view.mirrors(bucket, key, membership.replicas))
             results = await asyncio.gather(
@@ -205,9 +209,13 @@ class Replication:
 
     async def remirror(self) -> None:
         """The view changed: the dirty keys whose mirrors changed (or that had too few)
-        are copied to their mirrors now."""
+        are copied to their mirrors now. A newer view ends it: the keys that moved are
+        handed over first, and it runs again for that view (a copy of a key this member
+        no longer owns would be refused by every mirror, each after a lease's wait)."""
         view = self.membership.view
         for bk, (_, _, mirrors) in list(self._pending.items()):
+            if self.membership.view is not view:
+                return
             if not view.owns(*bk):
                 continue
             wanted = tuple(view.mirrors(*bk, self.membership.replicas))

@@ -58,7 +58,7 @@ class Cluster:
         workers = ["--workers", str(self.workers)] if self.workers > 1 else []
         return SquallProcess(self.root / f"node{node}", [
             "--backend", f"posix:{self.root / 'shared'}", *placement, *workers,
-            "--min-part-size", "1024", *token, *args],
+            "--min-part-size", "1024", "--log-level", "info", *token, *args],
             env={"SQUALL_CLUSTER_SECRET": SECRET}, port=port,
             public_status=self.status_token is None)
 
@@ -106,8 +106,18 @@ class Cluster:
                     break
                 assert time.monotonic() < deadline, (
                     (f"member {node}: hosts {hosts}, serving {view['serving']}, revision "
-                     f"{view['revision']}, handed over {view.get('handed_over')}"), view)
+                     f"{view['revision']}, handed over {view.get('handed_over')}"), view,
+                    self._cluster_log(node))
                 time.sleep(0.1)
+
+    def _cluster_log(self, node: int) -> str:
+        """The cluster's lines in member ``node``'s log (its access lines left out)."""
+        try:
+            text = self.nodes[node].log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join([line for line in text.splitlines()
+                          if "squall.access" not in line][-60:])
 
     def _view(self, members: Sequence[int] | None = None) -> View:
         hosts = [self.urls[i] for i in (members if members is not None
