@@ -3,28 +3,21 @@
 Blocking: every method but :meth:`Index.commit` is meant to run through ``run_cache_blocking``.
 A durable write is one WriteBatch with ``sync=True`` (WAL fsync); :meth:`Index.commit`
 lets concurrent durable writes share one (group commit, see commits.py). RocksDB errors
-become ServiceUnavailable.
-
-rocksdict holds the GIL while RocksDB writes, including the WAL fsync of a synced
-write: the whole process waits for that fsync. Group commit makes it one wait per group
-rather than one per write.
+become ours, and a failed write reopens the database (backends/core/rocks.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import os
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import WriteBatch
 
-from backends.core.errors import ServiceUnavailable, SlowDown
+from backends.core.errors import ServiceUnavailable
+from backends.core.rocks import RocksDatabase, translated
 from gateway.cache.commits import GroupCommit
 from gateway.cache.entry import (
     BackendPart,
@@ -41,8 +34,6 @@ from gateway.cache.entry import (
     encode_upload,
 )
 from gateway.cache.inline import InlineBudget
-
-log = logging.getLogger(__name__)
 
 INDEX_FORMAT = "squall-cache-index"
 INDEX_VERSION = 1
@@ -73,33 +64,6 @@ def part_key(upload_id: str, part_number: int) -> bytes:
 def backend_part_key(upload_id: str, part_number: int) -> bytes:
     """A part of a cached upload held in its backend multipart upload."""
     return _BACKEND_PART + upload_id.encode() + b"\0" + b"%05d" % part_number
-
-
-#: free bytes below which a failed index write is taken for a full disk
-FULL_DISK_BYTES = 1 << 20
-
-
-@contextlib.contextmanager
-def _translated(path: Path | None = None) -> Iterator[None]:
-    """RocksDB's errors -> ours: SlowDown when the index's disk (at ``path``) is full,
-    else ServiceUnavailable. RocksDB's text (file paths) goes to the log only."""
-    try:
-        yield
-    except (ServiceUnavailable, SlowDown):
-        raise
-    except Exception as exc:  # rocksdict raises plain Exception subclasses
-        log.error("cache index failure: %s", exc)
-        if path is not None and _disk_full(path):
-            raise SlowDown("the cache index's disk is full", retry_after=5) from exc
-        raise ServiceUnavailable("cache index failure", retry_after=5) from exc
-
-
-def _disk_full(path: Path) -> bool:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < FULL_DISK_BYTES
 
 
 @dataclass
@@ -182,38 +146,30 @@ class Index:
     """An open RocksDB index. Not thread-safe for open/close; writes may be concurrent."""
 
     def __init__(self, path: Path) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-        self._path = path
-        self._reopening = threading.Lock()
-        with _translated():
-            self._db = self._open()
-            marker = self._db.get(_FORMAT_KEY)
-            if marker is None:
-                wo = WriteOptions()
-                wo.sync = True
-                batch = WriteBatch(raw_mode=True)
-                batch.put(_FORMAT_KEY, _FORMAT_MARKER)
-                self._db.write(batch, wo)
-        if marker is not None:
+        self._rocks = RocksDatabase(path, "cache index")
+        with translated("cache index"):
+            marker = self._rocks.db.get(_FORMAT_KEY)
+        if marker is None:
+            self.write(Batch().put_format(), sync=True)
+        else:
             found = json.loads(marker)
             if found.get("format") != INDEX_FORMAT or found.get("version") != INDEX_VERSION:
-                self._db.close()
+                self._rocks.close()
                 raise ServiceUnavailable(f"cache index at {path} has unsupported format "
                                          f"{found!r}; expected version {INDEX_VERSION}")
-        self._sync = WriteOptions()
-        self._sync.sync = True
-        self._nosync = WriteOptions()
-        self._nosync.sync = False
         #: the memory held by the inline payloads of loaded and new records
         self.inline = InlineBudget()
         self._group: GroupCommit[Batch] = GroupCommit(self.write_many)
-        #: why the last write failed (None: it succeeded): writes cannot be acknowledged
-        self.failure: str | None = None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the last write failed (None: it succeeded): writes cannot be acknowledged."""
+        return self._rocks.failure
 
     def load(self) -> IndexContents:
         out = IndexContents()
-        with _translated():
-            for item_key, item_value in self._db.items():
+        with translated("cache index"):
+            for item_key, item_value in self._rocks.db.items():
                 raw_key, value = cast(bytes, item_key), cast(bytes, item_value)  # raw mode
                 tag = raw_key[:1]
                 if tag == _ENTRY:
@@ -235,8 +191,8 @@ class Index:
     def backend_parts(self) -> dict[str, list[BackendPart]]:
         """Every backend part record, by upload id (one seek, then a prefix scan)."""
         out: dict[str, list[BackendPart]] = {}
-        with _translated():
-            it = self._db.iter()
+        with translated("cache index"):
+            it = self._rocks.db.iter()
             it.seek(_BACKEND_PART)
             while it.valid():
                 raw_key = cast(bytes, it.key())
@@ -260,32 +216,7 @@ class Index:
                 wb.put(k, v)
             for k in batch.deletes:
                 wb.delete(k)
-        try:
-            with _translated(self._path):
-                if self.failure is not None:
-                    self._recover()
-                self._db.write(wb, self._sync if sync else self._nosync)
-        except (ServiceUnavailable, SlowDown) as exc:
-            self.failure = exc.message
-            raise
-        self.failure = None
-
-    def _open(self) -> Rdict:
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
-        return Rdict(str(self._path), opts)
-
-    def _recover(self) -> None:
-        """After a failed write RocksDB refuses every write (e.g. its disk was full):
-        reopen it, so writes work again once the cause is gone. What failed was never
-        acknowledged; what was acknowledged is in the WAL and replayed by the reopen."""
-        with self._reopening:
-            if self.failure is None:
-                return
-            with contextlib.suppress(Exception):  # closing a failed DB reports its error
-                self._db.close()
-            self._db = self._open()
-            log.warning("cache index reopened after a write failure: %s", self.failure)
+        self._rocks.write(wb, sync=sync)
 
     async def commit(self, batch: Batch, *, sync: bool) -> None:
         """Apply ``batch`` from the event loop; synced writes of concurrent callers share
@@ -298,5 +229,4 @@ class Index:
         return self._group.groups, self._group.batches
 
     def close(self) -> None:
-        with _translated():
-            self._db.close()
+        self._rocks.close()

@@ -2,14 +2,16 @@
 so that they survive their owner (docs/cluster.md, "Mirrored write-back"), and the states
 of keys handed over to this member by their previous owner or the holders of their copies.
 
-One file per key in ``<data dir>/mirror``: a JSON header line (format version, bucket,
-key, the member that sent it, epoch, sequence, deletion or object info), then the
-object's bytes. Written to a temporary name, fsynced, renamed, directory fsynced: a copy
-is durable before it is acknowledged. Small copies that arrive together are written as
-one group (one worker call, one directory fsync for all of them: a group commit, as the
-cache index does, :mod:`gateway.cache.commits`). A record is replaced only by a newer one,
-``(epoch, seq)`` ordered: the epoch is the etcd revision of the membership view the
-write was served under, the sequence the serving member's record sequence. Copies are
+A copy is a JSON header line (format version, bucket, key, the member that sent it,
+epoch, sequence, deletion or object info), then the object's bytes. Copies of up to
+``INLINE_MAX`` bytes are values of a RocksDB database in ``<data dir>/mirror/copies``:
+those that arrive together are written as one synced WriteBatch (one WAL fsync for all:
+a group commit, as the cache index does, :mod:`gateway.cache.commits`). A larger copy is
+one file in ``<data dir>/mirror``, streamed to a temporary name, fsynced, renamed,
+directory fsynced. Either way a copy is durable before it is acknowledged. A record is
+replaced only by a newer one, ``(epoch, seq)`` ordered: the epoch is the etcd revision
+of the membership view the write was served under, the sequence the serving member's
+record sequence (at start, of a key held both ways the newer is kept). Copies are
 never flushed here: the owner flushes, then tells the mirrors to drop them; a copy of a
 key this member comes to own is adopted (it becomes a record of its cache). A file of
 another format (an older Squall's) is dropped at start.
@@ -25,11 +27,14 @@ import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
+
+from rocksdict import WriteBatch
 
 from backends.core.base import ObjectInfo
 from backends.core.blocking import run_cache_blocking
 from backends.core.errors import BackendError
+from backends.core.rocks import RocksDatabase, translated
 from gateway.cache.commits import GroupCommit
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
@@ -37,7 +42,9 @@ from gateway.cluster import wire
 log = logging.getLogger("squall.cluster")
 FORMAT = 2
 CHUNK = 1 << 20
+INLINE_MAX = 256 << 10  # the largest copy kept in the database rather than a file
 BK = tuple[str, str]
+Change = tuple[bytes, bytes | None]  # a database key and its value (None: delete it)
 Version = tuple[int, int]  # (owner epoch, sequence)
 
 
@@ -51,8 +58,8 @@ class MirrorRecord:
     epoch: int
     seq: int
     info: ObjectInfo | None
-    path: Path
-    offset: int
+    path: Path | None  # None: the copy is a value of the database
+    offset: int  # where the object's bytes start (after the header line)
 
     @property
     def version(self) -> Version:
@@ -67,9 +74,12 @@ class MirrorRecord:
                 "epoch": self.epoch, "seq": self.seq, "deleted": self.deleted}
 
 
+def _db_key(bucket: str, key: str) -> bytes:
+    return f"{bucket}\0{key}".encode("utf-8", "surrogatepass")
+
+
 def _name(bucket: str, key: str) -> str:
-    data = f"{bucket}\0{key}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest() + ".mir"
+    return hashlib.sha256(_db_key(bucket, key)).hexdigest() + ".mir"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -80,41 +90,72 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _parse_header(line: bytes, path: Path | None) -> MirrorRecord | None:
+    """The record a copy's header line describes; None if it is of another format."""
+    try:
+        head = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(head, dict) or head.get("v") != FORMAT:
+        return None
+    info = head.get("info")
+    return MirrorRecord(head["bucket"], head["key"], str(head["owner"]),
+                        int(head["epoch"]), int(head["seq"]),
+                        wire.info_from(info) if info else None, path, len(line))
+
+
 def _read_header(path: Path) -> MirrorRecord | None:
     with open(path, "rb") as f:
-        line = f.readline(1 << 20)
-        try:
-            head = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(head, dict) or head.get("v") != FORMAT:
-            return None
-        info = head.get("info")
-        return MirrorRecord(head["bucket"], head["key"], str(head["owner"]),
-                            int(head["epoch"]), int(head["seq"]),
-                            wire.info_from(info) if info else None, path, len(line))
+        return _parse_header(f.readline(1 << 20), path)
+
+
+def _newer(found: dict[BK, MirrorRecord], record: MirrorRecord) -> MirrorRecord | None:
+    """Keep ``record`` in ``found`` unless a newer one of its key is there; the record
+    left out (to remove), if any."""
+    bk = (record.bucket, record.key)
+    held = found.get(bk)
+    if held is not None and held.version >= record.version:
+        return record
+    found[bk] = record
+    return held
 
 
 class MirrorStore:
-    """The mirror copies this member holds, indexed in memory, one file each."""
+    """The mirror copies this member holds, indexed in memory; small ones in a RocksDB
+    database, larger ones one file each."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.records: dict[BK, MirrorRecord] = {}
         self.locks = KeyLocks()
-        #: small copies written together share a worker call and the directory's fsync
-        self._commits: GroupCommit[tuple[Path, list[bytes]]] = GroupCommit(
-            lambda files, _sync: _write_files(root, files))
+        self._db: RocksDatabase | None = None
+        #: small copies written together share a worker call and the WAL's fsync
+        self._commits: GroupCommit[list[Change]] = GroupCommit(self._write_many)
 
-    # -- start -------------------------------------------------------------------------
+    # -- start and end -----------------------------------------------------------------
     async def load(self) -> None:
-        """Read the directory (made if missing); temporary files of interrupted writes
-        and files of another format are removed."""
+        """Open the database and read the directory (made if missing); temporary files
+        of interrupted writes and copies of another format are removed."""
         self.records = await run_cache_blocking(self._load)
 
     def _load(self) -> dict[BK, MirrorRecord]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        db = self._db = RocksDatabase(self.root / "copies", "mirror copies' database")
         records: dict[BK, MirrorRecord] = {}
+        stale: list[bytes] = []
+
+        def remove(record: MirrorRecord) -> None:
+            if record.path is None:
+                stale.append(_db_key(record.bucket, record.key))
+            else:
+                record.path.unlink(missing_ok=True)
+
+        for db_key, value in _items(db):
+            record = _parse_header(value.split(b"\n", 1)[0] + b"\n", None)
+            if record is None:
+                stale.append(db_key)
+            elif (gone := _newer(records, record)) is not None:
+                remove(gone)
         for path in self.root.iterdir():
             if path.name.startswith(".tmp-"):
                 path.unlink(missing_ok=True)
@@ -122,11 +163,35 @@ class MirrorStore:
                 record = _read_header(path)
                 if record is None:
                     path.unlink(missing_ok=True)
-                else:
-                    records[(record.bucket, record.key)] = record
+                elif (gone := _newer(records, record)) is not None:
+                    remove(gone)
             elif path.suffix == ".json":  # an older format's bookkeeping
                 path.unlink(missing_ok=True)
+        if stale:
+            self._write_many([[(k, None) for k in stale]], True)
         return records
+
+    async def close(self) -> None:
+        """Close the database (what was written is in its WAL)."""
+        db, self._db = self._db, None
+        if db is not None:
+            await run_cache_blocking(db.close)
+
+    def _database(self) -> RocksDatabase:
+        if self._db is None:
+            raise BackendError(f"the mirror copies at {self.root} are not open")
+        return self._db
+
+    def _write_many(self, batches: Sequence[list[Change]], sync: bool) -> None:
+        """Apply ``batches`` as one WriteBatch (synced: one WAL fsync)."""
+        batch = WriteBatch(raw_mode=True)
+        for changes in batches:
+            for db_key, value in changes:
+                if value is None:
+                    batch.delete(db_key)
+                else:
+                    batch.put(db_key, value)
+        self._database().write(batch, sync=sync)
 
     # -- records -----------------------------------------------------------------------
     def held_for(self, owner: str) -> list[MirrorRecord]:
@@ -148,22 +213,25 @@ class MirrorStore:
                     "epoch": epoch, "seq": seq,
                     "info": wire.to_json(info) if info is not None else None}
             line = (wire.dumps(head) + "\n").encode()
-            path = self.root / _name(bucket, key)
-            # Up to CHUNK bytes are gathered and written, synced and renamed in one
-            # worker call; a larger body streams into the open file.
+            # A copy of up to INLINE_MAX bytes is gathered and goes to the database in
+            # one group commit; a larger body streams into a file of its own.
             pieces = [line]
             gathered = 0
             chunks = aiter(body)
             async for chunk in chunks:
                 pieces.append(chunk)
                 gathered += len(chunk)
-                if gathered >= CHUNK:
+                if gathered > INLINE_MAX:
                     break
             else:
-                await self._commits.write((path, pieces), sync=True)
-                self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, path,
+                await self._commits.write([(_db_key(bucket, key), b"".join(pieces))],
+                                          sync=True)
+                self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, None,
                                                 len(line))
+                if held is not None and held.path is not None:  # (load keeps the newer)
+                    await run_cache_blocking(held.path.unlink, missing_ok=True)
                 return True
+            path = self.root / _name(bucket, key)
             tmp = self.root / f".tmp-{secrets.token_hex(8)}"
             f: BinaryIO = await run_cache_blocking(open, tmp, "wb")
             try:
@@ -178,13 +246,15 @@ class MirrorStore:
             await run_cache_blocking(_publish, tmp, path)
             self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, path,
                                             len(line))
+            if held is not None and held.path is None:
+                await self._commits.write([(_db_key(bucket, key), None)], sync=False)
             return True
         finally:
             self.locks.release(bk)
 
     async def drop(self, items: Iterable[tuple[str, str, int, int]]) -> int:
         """Drop the copies of these keys no newer than the versions given; how many."""
-        gone: list[Path] = []
+        gone: list[MirrorRecord] = []
         for bucket, key, epoch, seq in items:
             bk = (bucket, key)
             if self.locks.locked(bk):  # a copy is being written: after it
@@ -193,18 +263,36 @@ class MirrorStore:
             held = self.records.get(bk)
             if held is not None and held.version <= (epoch, seq):
                 del self.records[bk]  # (no await between the check and this)
-                gone.append(held.path)
-        if gone:
-            await run_cache_blocking(_unlink_all, gone)
+                gone.append(held)
+        await self._remove(gone)
         return len(gone)
+
+    async def _remove(self, records: Sequence[MirrorRecord]) -> None:
+        """Delete the stored bytes of ``records`` (already out of :attr:`records`)."""
+        deletes: list[Change] = [(_db_key(r.bucket, r.key), None)
+                                 for r in records if r.path is None]
+        if deletes:
+            await self._commits.write(deletes, sync=False)
+        files = [r.path for r in records if r.path is not None]
+        if files:
+            await run_cache_blocking(_unlink_all, files)
 
     async def read(self, record: MirrorRecord) -> AsyncIterator[bytes]:
         """The bytes of ``record``'s object."""
+        gone = BackendError(f"mirror copy of {record.bucket}/{record.key} is gone")
+        if record.path is None:
+            db = self._database()
+            with translated(db.what):
+                value = cast(bytes | None, await run_cache_blocking(
+                    db.db.get, _db_key(record.bucket, record.key)))
+            if value is None:
+                raise gone
+            yield value[record.offset:]
+            return
         try:
             f: BinaryIO = await run_cache_blocking(open, record.path, "rb")
         except FileNotFoundError as exc:
-            raise BackendError(f"mirror copy of {record.bucket}/{record.key} is gone") \
-                from exc
+            raise gone from exc
         try:
             await run_cache_blocking(f.seek, record.offset)
             while chunk := await run_cache_blocking(f.read, CHUNK):
@@ -214,37 +302,23 @@ class MirrorStore:
 
     async def clear(self) -> int:
         """Drop every copy (this member starts anew: they are all stale); how many."""
-        gone = [r.path for r in self.records.values()]
+        gone = list(self.records.values())
         self.records = {}
+        await self._remove(gone)
+        db = self._database()
 
         def clear() -> None:
-            _unlink_all(gone)
             for path in self.root.glob("*.mir"):  # unreadable ones too
                 path.unlink(missing_ok=True)
+            self._write_many([[(k, None) for k, _ in _items(db)]], True)
 
         await run_cache_blocking(clear)
         return len(gone)
 
 
-def _write_files(root: Path, files: Sequence[tuple[Path, list[bytes]]]) -> None:
-    """Write each file durably under a temporary name, then rename them all into place
-    and fsync the directory once; nothing is renamed if any write fails (a group:
-    :class:`~gateway.cache.commits.GroupCommit`; one key's writes never meet in one)."""
-    done: list[tuple[Path, Path]] = []
-    try:
-        for path, pieces in files:
-            tmp = root / f".tmp-{secrets.token_hex(8)}"
-            done.append((tmp, path))
-            with open(tmp, "wb") as f:
-                f.writelines(pieces)
-                f.flush()
-                os.fsync(f.fileno())
-    except BaseException:
-        _unlink_all([tmp for tmp, _ in done])
-        raise
-    for tmp, path in done:
-        os.replace(tmp, path)
-    _fsync_dir(root)
+def _items(db: RocksDatabase) -> list[tuple[bytes, bytes]]:
+    with translated(db.what):
+        return [(cast(bytes, k), cast(bytes, v)) for k, v in db.db.items()]  # raw mode
 
 
 def _unlink_all(paths: list[Path]) -> None:

@@ -226,7 +226,8 @@ class ClusterNode:
                 lease_remaining_s=round(etcd.session.remaining_s(), 3),
                 held=etcd.holding, synced=dict(self.membership.settled_keys()),
                 handed_over=self.rebalancer.done if self.rebalancer else None,
-                left=etcd.left)
+                left=etcd.left, mirror_copies=len(self.replication.store.records)
+                if self.replication is not None else 0)
         return described
 
 
@@ -256,4 +257,9 @@ class _Collector:
         revision = GaugeMetricFamily("squall_cluster_revision",
                                      "the etcd revision of this member's view of the ring")
         revision.add_metric([], float(view.revision))
-        return [members, serving, revision]
+        copies = GaugeMetricFamily("squall_cluster_mirror_copies",
+                                   "copies of other members' unflushed writes (and states "
+                                   "handed over, not adopted yet) this member holds")
+        replication = node.replication
+        copies.add_metric([], float(len(replication.store.records) if replication else 0))
+        return [members, serving, revision, copies]

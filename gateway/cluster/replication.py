@@ -102,6 +102,7 @@ class Replication:
     async def stop(self) -> None:
         await self._adoptions.stop()
         await self._drops.stop()
+        await self.store.close()
 
     async def reconcile(self) -> None:
         """After a start: the copies the others hold of this member's writes are tracked

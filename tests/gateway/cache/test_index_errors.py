@@ -12,8 +12,8 @@ from unittest import mock
 
 import pytest
 
+from backends.core import rocks
 from backends.core.errors import ServiceUnavailable, SlowDown
-from gateway.cache import index as index_module
 from gateway.cache.index import Batch, Index
 from gateway.protocol.errors import s3_error_for
 
@@ -32,16 +32,17 @@ class FailingDb:
 def test_a_failed_index_write_names_no_file(tmp_path: Path, full: bool,
                                             error: type[Exception]) -> None:
     index = Index(tmp_path / "index")
-    real = index._db
+    real = index._rocks.db
     try:
-        index._db = FailingDb(tmp_path / "index")  # type: ignore[assignment]
-        with mock.patch.object(index_module, "_disk_full", return_value=full), \
-                mock.patch.object(index, "_recover"), pytest.raises(error) as raised:
+        index._rocks.db = FailingDb(tmp_path / "index")  # type: ignore[assignment]
+        with mock.patch.object(rocks, "disk_full", return_value=full), \
+                mock.patch.object(index._rocks, "_recover"), pytest.raises(error) as raised:
             index.write(Batch().put_format(), sync=True)
         assert getattr(raised.value, "retry_after", 0) >= 1
         spec, message = s3_error_for(raised.value)
         assert spec.status == 503 and str(tmp_path) not in message
         assert index.failure is not None and str(tmp_path) not in index.failure
     finally:
-        index._db = real
+        index._rocks.db = real
+        index._rocks.failure = None
         index.close()
