@@ -54,6 +54,11 @@ async def seal(content: AsyncIterable[bytes], key: bytes) -> AsyncIterator[bytes
     yield mac.digest()
 
 
+def sealed(data: bytes, key: bytes) -> bytes:
+    """``data`` followed by its tag (a body held whole: small, hashed inline)."""
+    return data + hmac.new(key, data, hashlib.sha256).digest()
+
+
 def _refused(reason: str) -> BadDigest:
     return BadDigest(f"The body of a cluster peer request failed its integrity check "
                      f"({reason}).")

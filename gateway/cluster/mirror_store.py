@@ -127,6 +127,8 @@ class MirrorStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.records: dict[BK, MirrorRecord] = {}
+        #: keys whose copy was put since the caller last emptied it
+        self.fresh: set[BK] = set()
         self.locks = KeyLocks()
         self._db: RocksDatabase | None = None
         #: small copies written together share a worker call and the WAL's fsync
@@ -228,6 +230,7 @@ class MirrorStore:
                                           sync=True)
                 self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, None,
                                                 len(line))
+                self.fresh.add(bk)
                 if held is not None and held.path is not None:  # (load keeps the newer)
                     await run_cache_blocking(held.path.unlink, missing_ok=True)
                 return True
@@ -246,6 +249,7 @@ class MirrorStore:
             await run_cache_blocking(_publish, tmp, path)
             self.records[bk] = MirrorRecord(bucket, key, owner, epoch, seq, info, path,
                                             len(line))
+            self.fresh.add(bk)
             if held is not None and held.path is None:
                 await self._commits.write([(_db_key(bucket, key), None)], sync=False)
             return True

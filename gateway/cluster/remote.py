@@ -20,7 +20,7 @@ from backends.core.base import (
     UploadInfo,
 )
 from backends.core.errors import ServiceUnavailable
-from backends.core.streams import ClosingBody, body_of
+from backends.core.streams import ClosingBody
 from gateway.cluster import wire
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.keyops import DeleteAnswer, DeleteItem
@@ -57,7 +57,7 @@ class PeerClient:
 
     async def _call(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
-                    content: AsyncIterator[bytes] | None = None,
+                    content: AsyncIterator[bytes] | bytes | None = None,
                     wait_continue: bool = True) -> PeerResponse:
         query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
         response = await self._transport.open(self.member, method,
@@ -75,7 +75,7 @@ class PeerClient:
 
     async def _json(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
-                    content: AsyncIterator[bytes] | None = None,
+                    content: AsyncIterator[bytes] | bytes | None = None,
                     wait_continue: bool = True) -> object:
         response = await self._call(method, operation, params, headers=headers,
                                     content=content, wait_continue=wait_continue)
@@ -124,8 +124,7 @@ class PeerClient:
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta) -> ObjectInfo:
         body = wire.dumps(wire.to_json(meta)).encode()
         data = await self._json("POST", "metadata", {"bucket": bucket, "key": key},
-                                headers=[(b"content-length", str(len(body)).encode())],
-                                content=body_of(body))
+                                content=body)
         assert isinstance(data, dict)
         return wire.info_from(data)
 
@@ -135,8 +134,7 @@ class PeerClient:
         locks, and answers each in order."""
         body = wire.dumps(wire.items_to_json(items)).encode()
         data = await self._json("POST", "delete-objects", {"bucket": bucket},
-                                headers=[(b"content-length", str(len(body)).encode())],
-                                content=body_of(body))
+                                content=body)
         if not isinstance(data, list) or len(data) != len(items):
             raise ServiceUnavailable(f"cluster member {self.name} answered delete-objects "
                                      "with a malformed answer")
@@ -144,7 +142,7 @@ class PeerClient:
 
     # -- mirrored write-back ------------------------------------------------------------
     async def mirror_put(self, bucket: str, key: str, *, epoch: int, seq: int,
-                         info: ObjectInfo | None, body: AsyncIterator[bytes],
+                         info: ObjectInfo | None, body: AsyncIterator[bytes] | bytes,
                          handoff: bool = False) -> None:
         """The member keeps this copy durably (info None: a deletion) before answering.
         A mirror copy is refused unless this member owns the key in the member's view;
@@ -162,8 +160,7 @@ class PeerClient:
         """The member drops its copies of these keys up to these (epoch, seq)."""
         body = wire.dumps([list(item) for item in items]).encode()
         await self._json("POST", "mirror-drop", {},
-                         headers=[(b"content-length", str(len(body)).encode())],
-                         content=body_of(body))
+                         content=body)
 
     async def copies(self) -> list[tuple[str, str, int, int]]:
         """The mirror copies the member holds of this member's writes: (bucket, key,

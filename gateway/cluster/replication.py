@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator
 
 from backends.core.base import Backend, ObjectInfo, bare
 from backends.core.errors import NoSuchKey, SlowDown, StorageError
-from backends.core.streams import body_of
 from gateway.background import PeriodicTask
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keylock import KeyLocks
@@ -42,6 +41,7 @@ log = logging.getLogger("squall.cluster")
 CLEAN_SEQ = 2 ** 62  # a drop "up to the newest": the key is clean on its owner
 DROP_INTERVAL_S = 0.5
 ADOPT_INTERVAL_S = 1.0
+WHOLE_COPY_BYTES = 64 << 10  # a copy up to this size is read whole before it is sent
 RETRY_AFTER_S = 1
 #: copies of a write tried, each after the view changed (a mirror left or died)
 MIRROR_ATTEMPTS = 3
@@ -67,6 +67,7 @@ class Replication:
             self._drop_flushed, every=DROP_INTERVAL_S, wait_first=True,
             name="cluster-mirror-drops", log=log,
             failed="telling mirrors about flushed keys (retried)")
+        self._adopted_at = (0, 0)  # the ownership revisions of the last full round
         self._adoptions = PeriodicTask(self._adopt_owned, every=ADOPT_INTERVAL_S,
                                        wait_first=True, name="cluster-mirror-adopt", log=log,
                                        failed="taking keys over")
@@ -196,17 +197,20 @@ class Replication:
         peer = self._peers.get(node)
         if deleted:
             await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
-                                  body=body_of(b""), handoff=handoff)
+                                  body=b"", handoff=handoff)
             return
         try:
             stream = await self._local.get_object(bucket, key)
         except NoSuchKey:
             await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
-                                  body=body_of(b""), handoff=handoff)
+                                  body=b"", handoff=handoff)
             return
         async with stream:
+            body: AsyncIterator[bytes] | bytes = aiter(stream)
+            if stream.info.size <= WHOLE_COPY_BYTES:  # sent with the head, in one write
+                body = b"".join([chunk async for chunk in stream])
             await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=stream.info,
-                                  body=aiter(stream), handoff=handoff)
+                                  body=body, handoff=handoff)
 
     async def remirror(self) -> None:
         """The view changed: the dirty keys whose mirrors changed (or that had too few)
@@ -242,7 +246,7 @@ class Replication:
                                     handoff=True)
             elif entry is not None or bk in self._pending:
                 await self._peers.get(target).mirror_put(
-                    bucket, key, epoch=epoch, seq=CLEAN_SEQ, info=None, body=body_of(b""),
+                    bucket, key, epoch=epoch, seq=CLEAN_SEQ, info=None, body=b"",
                     handoff=True)
             self._pending.pop(bk, None)
             self._under.discard(bk)
@@ -257,7 +261,7 @@ class Replication:
             held = self.store.records.get(bk)
             if held is None:
                 return
-            body = body_of(b"") if held.deleted else self.store.read(held)
+            body: AsyncIterator[bytes] | bytes = b"" if held.deleted else self.store.read(held)
             await self._peers.get(target).mirror_put(
                 held.bucket, held.key, epoch=held.epoch, seq=held.seq, info=held.info,
                 body=body, handoff=True)
@@ -305,11 +309,18 @@ class Replication:
         await self._local.put_object(bucket, key, bare(body), meta=info.meta)
 
     async def _adopt_owned(self) -> None:
-        """One round: take over the keys this member owns now whose copies it holds."""
+        """One round: take over the keys this member owns now whose copies it holds.
+        Every copy is looked at when the view or the settled view changed, else only
+        those put since the last round (a copy's key is not owned here otherwise)."""
         membership = self.membership
         if not membership.serving():
             return
-        for bucket, key in list(self.store.records):
+        fresh, self.store.fresh = self.store.fresh, set()
+        revisions = membership.ownership_revisions
+        if revisions != self._adopted_at:
+            self._adopted_at = revisions
+            fresh = set(self.store.records)
+        for bucket, key in fresh:
             record = self.store.records.get((bucket, key))
             if record is None or not membership.view.owns(bucket, key) \
                     or record.owner == self._name \
@@ -318,6 +329,7 @@ class Replication:
             try:
                 await self.adopt(bucket, key)
             except Exception as exc:  # noqa: BLE001 - retried at the next round
+                self.store.fresh.add((bucket, key))
                 log.warning("taking %s/%r over failed: %r", bucket, key, exc)
         if not self._under and membership.holding:
             with contextlib.suppress(StorageError):

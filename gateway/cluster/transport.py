@@ -24,7 +24,7 @@ import aiohttp
 from yarl import URL
 
 from gateway.client.tls import client_context
-from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal
+from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal, sealed
 from gateway.cluster.errors import MemberUnavailable
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
@@ -162,11 +162,12 @@ class PeerTransport:
 
     async def open(self, member: Member, method: str, path: bytes, query: bytes = b"", *,
                    view: str, headers: Sequence[tuple[bytes, bytes]] = (),
-                   content: AsyncIterable[bytes] | None = None,
+                   content: AsyncIterable[bytes] | bytes | None = None,
                    timeout: float | None = None,  # noqa: ASYNC109  aiohttp socket timeouts
                    wait_continue: bool = True) -> PeerResponse:
-        """Send a request signed for ``member`` under the view ``view`` (a body without a
-        content-length goes chunked); the caller closes the streamed response.
+        """Send a request signed for ``member`` under the view ``view`` (a streamed body
+        without a content-length goes chunked; ``bytes`` go whole, with the head); the
+        caller closes the streamed response.
 
         A body is sent with its integrity tag (:mod:`gateway.cluster.bodyseal`), after
         the member's ``100 Continue`` unless ``wait_continue`` is false (a call the
@@ -180,7 +181,11 @@ class PeerTransport:
         url = URL(member.host + target, encoded=True)
         marker = self._auth.sign(method, path, query, member.id, view)
         sent = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-        if content is not None:  # the body ends with its tag (bodyseal)
+        if isinstance(content, bytes):  # the body ends with its tag (bodyseal)
+            content = sealed(content, body_key(self._settings.secret, marker))
+            sent = [(n, v) for n, v in sent if n.lower() != "content-length"]
+            sent.append(("content-length", str(len(content))))
+        elif content is not None:
             content = seal(content, body_key(self._settings.secret, marker))
             sent = [(n, str(int(v) + TAG_BYTES) if n.lower() == "content-length" else v)
                     for n, v in sent]

@@ -136,6 +136,13 @@ class EtcdMembership:
         return settled is not None and settled.owner(bucket, key) == self.name \
             and all(v.owner(bucket, key) == self.name for v in self._pending)
 
+    @property
+    def ownership_revisions(self) -> tuple[int, int]:
+        """The revisions of the view and of the settled view: while they are the same,
+        :meth:`owned_since_settled` answers the same for every key."""
+        settled = self._settled_view
+        return self._view.revision, settled.revision if settled is not None else 0
+
     async def admit(self, bucket: str, key: str) -> None:
         deadline = time.monotonic() + ADMIT_WAIT_S
         while True:
