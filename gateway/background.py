@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 _log = logging.getLogger(__name__)
+_CANCEL_AGAIN_S = 10.0  # a task still running this long after a cancel lost it
 
 
 class BackgroundLoop:
@@ -34,12 +35,20 @@ class BackgroundLoop:
             self._task = asyncio.get_running_loop().create_task(self._body(), name=self._name)
 
     async def stop(self) -> None:
-        """Cancel the task and wait until it has ended (no-op when not started)."""
+        """Cancel the task and wait until it has ended (no-op when not started). A task
+        that goes on is cancelled again every 10 s: a cancellation can be lost inside
+        it (``asyncio.wait_for`` before Python 3.12 drops one that arrives as its inner
+        call finishes), and a stop must end it all the same."""
         task, self._task = self._task, None
-        if task is not None:
+        if task is None:
+            return
+        task.cancel()
+        while not (await asyncio.wait({task}, timeout=_CANCEL_AGAIN_S))[0]:
+            _log.warning("background task %s went on after it was cancelled: cancelling "
+                         "it again", self._name)
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class PeriodicTask(BackgroundLoop):
