@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
@@ -73,6 +74,16 @@ class RocksDatabase:
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         return Rdict(str(self.path), opts)
+
+    def get(self, key: bytes) -> bytes | None:
+        with translated(self.what):
+            return cast(bytes | None, self.db.get(key))  # raw mode: bytes
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key and value, in key order."""
+        with translated(self.what):
+            for key, value in self.db.items():
+                yield cast(bytes, key), cast(bytes, value)  # raw mode: bytes
 
     def write(self, batch: WriteBatch, *, sync: bool) -> None:
         """Apply ``batch`` atomically; with ``sync`` the WAL is fsynced before returning."""

@@ -147,8 +147,7 @@ class Index:
 
     def __init__(self, path: Path) -> None:
         self._rocks = RocksDatabase(path, "cache index")
-        with translated("cache index"):
-            marker = self._rocks.db.get(_FORMAT_KEY)
+        marker = self._rocks.get(_FORMAT_KEY)
         if marker is None:
             self.write(Batch().put_format(), sync=True)
         else:
@@ -168,9 +167,8 @@ class Index:
 
     def load(self) -> IndexContents:
         out = IndexContents()
-        with translated("cache index"):
-            for item_key, item_value in self._rocks.db.items():
-                raw_key, value = cast(bytes, item_key), cast(bytes, item_value)  # raw mode
+        with translated(self._rocks.what):  # (a record that cannot be read, too)
+            for raw_key, value in self._rocks.items():
                 tag = raw_key[:1]
                 if tag == _ENTRY:
                     out.entries.append(decode_entry(value, self.inline))
@@ -191,7 +189,7 @@ class Index:
     def backend_parts(self) -> dict[str, list[BackendPart]]:
         """Every backend part record, by upload id (one seek, then a prefix scan)."""
         out: dict[str, list[BackendPart]] = {}
-        with translated("cache index"):
+        with translated(self._rocks.what):
             it = self._rocks.db.iter()
             it.seek(_BACKEND_PART)
             while it.valid():

@@ -27,14 +27,14 @@ import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 from rocksdict import WriteBatch
 
 from backends.core.base import ObjectInfo
 from backends.core.blocking import run_cache_blocking
 from backends.core.errors import BackendError
-from backends.core.rocks import RocksDatabase, translated
+from backends.core.rocks import RocksDatabase
 from gateway.cache.commits import GroupCommit
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster import wire
@@ -152,7 +152,7 @@ class MirrorStore:
             else:
                 record.path.unlink(missing_ok=True)
 
-        for db_key, value in _items(db):
+        for db_key, value in db.items():
             record = _parse_header(value.split(b"\n", 1)[0] + b"\n", None)
             if record is None:
                 stale.append(db_key)
@@ -285,10 +285,8 @@ class MirrorStore:
         """The bytes of ``record``'s object."""
         gone = BackendError(f"mirror copy of {record.bucket}/{record.key} is gone")
         if record.path is None:
-            db = self._database()
-            with translated(db.what):
-                value = cast(bytes | None, await run_cache_blocking(
-                    db.db.get, _db_key(record.bucket, record.key)))
+            value = await run_cache_blocking(self._database().get,
+                                             _db_key(record.bucket, record.key))
             if value is None:
                 raise gone
             yield value[record.offset:]
@@ -306,23 +304,17 @@ class MirrorStore:
 
     async def clear(self) -> int:
         """Drop every copy (this member starts anew: they are all stale); how many."""
-        gone = list(self.records.values())
+        count = len(self.records)
         self.records = {}
-        await self._remove(gone)
         db = self._database()
 
         def clear() -> None:
             for path in self.root.glob("*.mir"):  # unreadable ones too
                 path.unlink(missing_ok=True)
-            self._write_many([[(k, None) for k, _ in _items(db)]], True)
+            self._write_many([[(k, None) for k, _ in db.items()]], True)
 
         await run_cache_blocking(clear)
-        return len(gone)
-
-
-def _items(db: RocksDatabase) -> list[tuple[bytes, bytes]]:
-    with translated(db.what):
-        return [(cast(bytes, k), cast(bytes, v)) for k, v in db.db.items()]  # raw mode
+        return count
 
 
 def _unlink_all(paths: list[Path]) -> None:
