@@ -1,13 +1,17 @@
 """Group commit: concurrent index writes share one RocksDB write (and one WAL sync).
 
-Each ``write(batch, sync=...)`` joins a queue. One writer at a time takes the whole
-queue, applies it as one WriteBatch in one worker-thread call (synced when any batch of
-the group asks for it), and only after that call returned resolves every waiter of the
-group (a failure fails them all: the merged batch is atomic, so none of it was applied).
-Writes arriving while a group is being written form the next group, so a lone write
-waits for nothing and a busy one shares its thread hop and its fsync with everything
-that queued meanwhile (with ``--durability none`` no write is synced, and the hop is
-what is shared).
+Each ``write(batch, sync=...)`` joins a queue. A callback, scheduled by the first
+write of a queue, takes the whole queue and applies it as one WriteBatch (synced when
+any batch of the group asks for it), and only after that call returned resolves every
+waiter of the group (a failure fails them all: the merged batch is atomic, so none of it
+was applied). Every write queued before it runs (the requests an event-loop
+turn brought in) shares its fsync.
+
+The write runs on the event loop, not in a worker thread: the RocksDB binding holds the
+GIL through a write, its WAL fsync included, so a thread would not let the loop run
+meanwhile, and handing each group to a thread and back cost more CPU than the write
+(a 4 KiB PUT: 686 against 552 us at 5 clients, 403 against 372 at 16). Requests that
+arrive during a write are read after it and form the next group.
 
 Order: batches are applied in arrival order, across groups too (a later put of the same
 RocksDB key wins, e.g. the sequence high-water mark). Two commits of one object key
@@ -23,8 +27,6 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from backends.core.blocking import run_cache_blocking
-
 B = TypeVar("B")  # a batch of index changes (gateway.cache.index.Batch)
 
 
@@ -39,44 +41,38 @@ class GroupCommit(Generic[B]):
     def __init__(self, write_many: Callable[[Sequence[B], bool], None]) -> None:
         self._write_many = write_many
         self._queue: list[tuple[B, bool, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._scheduled = False
         self.groups = 0
         self.batches = 0
 
     async def write(self, batch: B, *, sync: bool) -> None:
         """Apply ``batch`` atomically; with ``sync``, return once the WAL holding it is
         on stable storage."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
         self._queue.append((batch, sync, done))
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._run())
-        # The group is written whatever happens to this caller (like a write already
-        # handed to a thread): cancelling the caller does not unqueue the batch.
-        await asyncio.shield(done)
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._write_queue)
+        # Cancelling the caller cancels only its wait: the batch is written all the same.
+        await done
 
-    async def _run(self) -> None:
+    def _write_queue(self) -> None:
+        self._scheduled = False
+        group, self._queue = self._queue, []
         try:
-            while self._queue:
-                group, self._queue = self._queue, []
-                sync = any(s for _, s, _ in group)
-                try:
-                    await run_cache_blocking(self._write_many, [b for b, _, _ in group], sync)
-                except Exception as exc:  # noqa: BLE001 - handed to every waiter
-                    for _, _, done in group:
-                        if not done.done():
-                            done.set_exception(exc)
-                    continue
-                except BaseException:
-                    for _, _, done in group:
-                        done.cancel()
-                    raise
-                self.groups += 1
-                self.batches += len(group)
-                for _, _, done in group:
-                    if not done.done():
-                        done.set_result(None)
-        finally:
-            self._writer = None
-            for _, _, done in self._queue:  # only if this task itself was cancelled
+            self._write_many([b for b, _, _ in group], any(s for _, s, _ in group))
+        except Exception as exc:  # noqa: BLE001 - handed to every waiter
+            for _, _, done in group:
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        except BaseException:
+            for _, _, done in group:
                 done.cancel()
-            self._queue = []
+            raise
+        self.groups += 1
+        self.batches += len(group)
+        for _, _, done in group:
+            if not done.done():
+                done.set_result(None)

@@ -131,7 +131,7 @@ class MirrorStore:
         self.fresh: set[BK] = set()
         self.locks = KeyLocks()
         self._db: RocksDatabase | None = None
-        #: small copies written together share a worker call and the WAL's fsync
+        #: small copies written together share one RocksDB write and its WAL fsync
         self._commits: GroupCommit[list[Change]] = GroupCommit(self._write_many)
 
     # -- start and end -----------------------------------------------------------------
