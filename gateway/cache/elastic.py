@@ -21,10 +21,15 @@ upload) asking to be admitted is a burst whatever its rate: the rate of writes t
 go around the cache is what the backend takes, so it can never exceed UT x B when B
 overstates the backend, and a burst started on the backend would stay there.
 
-Sizing from experience: the first burst gets ``initial_size``; each later one the peak
-the previous burst used, or, if that burst had to flush prematurely (phase-1 flushes
-only to make room, writes diverted past a full cache), the previous size grown by those
-bytes. Sizes are clamped to [minimum, maximum] and rounded up to ``granularity``.
+Sizing from experience: the first burst gets ``initial_size``; each later one what the
+previous burst *needed*: the most bytes one of its arrivals brought (clients' writes from
+the attach, or from a resume, until the burst ended: cached or written around), plus what
+was still unflushed on the volume when that arrival began, plus ``headroom``. What was
+resident on the volume (its peak use) is not what the burst needed: writes the admission
+rule sent past the volume by choice are missing from it, and a volume resumed by the next
+checkpoint holds the last one's clean data. Only when no arrival was measured, the seed's
+rule: the peak used, or the size grown by the bytes flushed prematurely or diverted past
+a full volume. Sizes are clamped to [minimum, maximum] and rounded up to ``granularity``.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class Observation:
     used_bytes: int = 0  # the most bytes used on the attached volume since the last one
     forced_bytes: int = 0  # cumulative bytes flushed prematurely or diverted past the cache
     detachable: bool = False  # nothing on the volume is needed any more
+    ingest_bytes: int = 0  # cumulative bytes clients wrote (cached or written around)
+    unflushed_bytes: int = 0  # dirty records and cached parts held by the cache now
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,7 @@ class MachineSettings:
     window_s: float = 0.5  # the control interval: demand is spread over it
     retry_s: float = 5.0
     burst_write_bytes: int = 1 << 20  # a write this large asking admission is a burst
+    headroom: float = 1 / 64  # beyond an arrival's bytes: data-file headers, rounding
 
 
 @dataclass(slots=True)
@@ -94,13 +102,43 @@ class BurstRecord:
     detached_at: float | None = None
     used_peak_bytes: int = 0
     forced_bytes: int = 0
+    #: the most one arrival needed: its bytes plus what was unflushed when it began
+    needed_bytes: int = 0
+    #: seconds from the start of that arrival to its last byte
+    arrival_s: float = 0.0
     forced_base: int = field(default=0, repr=False)
+    arrival: Arrival | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class Arrival:
+    """One arrival of a burst: from the attach (or a resume) until the burst ends."""
+
+    started_at: float
+    ingest_base: int  # clients' cumulative ingest when it began
+    unflushed: int  # bytes unflushed on the cache when it began
+    last_at: float = 0.0  # when its last byte was measured
+    seen: int = 0  # bytes it brought so far
+
+    def observe(self, now: float, ingest_bytes: int) -> int:
+        """What the arrival needs so far (its bytes and what it found unflushed)."""
+        seen = max(0, ingest_bytes - self.ingest_base)
+        if seen > self.seen:
+            self.seen, self.last_at = seen, now
+        return self.seen + self.unflushed
 
 
 def next_size(size: int, used_peak: int, forced: int, *, minimum: int,
-              maximum: int | None, granularity: int) -> int:
-    """III-A.3: grow by what had to be flushed prematurely, else shrink to what was used."""
-    want = size + forced if forced > 0 else used_peak
+              maximum: int | None, granularity: int, needed: int = 0,
+              headroom: float = 0.0) -> int:
+    """III-A.3 from what the burst needed (``needed``: its largest arrival's bytes plus
+    what that arrival found unflushed) with ``headroom``; without a measured arrival, the
+    seed's rule: grow by what had to be flushed prematurely, else shrink to what was
+    used."""
+    if needed > 0:
+        want = math.ceil(needed * (1 + headroom))
+    else:
+        want = size + forced if forced > 0 else used_peak
     want = max(minimum, want)
     if maximum is not None:
         want = min(maximum, want)
@@ -144,6 +182,7 @@ class ElasticMachine:
             if burst is not None:
                 burst.used_peak_bytes = max(burst.used_peak_bytes, obs.used_bytes)
                 burst.forced_bytes = obs.forced_bytes - burst.forced_base
+                self._measure_arrival(burst, obs)
             if above:
                 self._below_since = None
             elif self._below_since is None:
@@ -159,27 +198,44 @@ class ElasticMachine:
                 self._below_since = None
                 if self.current is not None:
                     self.current.ended_at = None
+                    self.current.arrival = Arrival(obs.now, obs.ingest_bytes,
+                                                   obs.unflushed_bytes)
                 return Decision(Action.REACTIVATE)
             if obs.detachable and not obs.demand_bytes:
                 self.state = ElasticState.DETACHING
                 return Decision(Action.DETACH)
         return NOTHING
 
+    @staticmethod
+    def _measure_arrival(burst: BurstRecord, obs: Observation) -> None:
+        arrival = burst.arrival
+        if arrival is None:
+            return
+        needed = arrival.observe(obs.now, obs.ingest_bytes)
+        if needed > burst.needed_bytes:
+            burst.needed_bytes = needed
+            burst.arrival_s = arrival.last_at - arrival.started_at
+
     def _end_burst(self, now: float) -> None:
         burst = self.current
         if burst is None:
             return
         burst.ended_at = now
+        burst.arrival = None
         s = self.settings
         self.size = next_size(burst.size_bytes, burst.used_peak_bytes, burst.forced_bytes,
-                              minimum=s.minimum, maximum=s.maximum, granularity=s.granularity)
+                              minimum=s.minimum, maximum=s.maximum, granularity=s.granularity,
+                              needed=burst.needed_bytes, headroom=s.headroom)
 
     # -- outcomes of the actions ----------------------------------------------------------
-    def attached(self, size: int, now: float, forced_bytes: int) -> None:
+    def attached(self, size: int, now: float, forced_bytes: int, ingest_bytes: int = 0,
+                 unflushed_bytes: int = 0) -> None:
+        """The volume is attached: the burst, and its first arrival, begin."""
         self.state = ElasticState.BURST
         self.override = None
         self._below_since = None
-        self.current = BurstRecord(size_bytes=size, attached_at=now, forced_base=forced_bytes)
+        self.current = BurstRecord(size_bytes=size, attached_at=now, forced_base=forced_bytes,
+                                   arrival=Arrival(now, ingest_bytes, unflushed_bytes))
 
     def attach_failed(self, now: float) -> None:
         self.state = ElasticState.IDLE

@@ -139,7 +139,13 @@ class ElasticController:
                            threshold=self.threshold, demand_bytes=demand,
                            used_bytes=sum(v.take_peak() for v in vols),
                            forced_bytes=self.forced_bytes(),
-                           detachable=all(self._space.volume_idle(v) for v in vols))
+                           detachable=all(self._space.volume_idle(v) for v in vols),
+                           ingest_bytes=self._store.stats.ingest_bytes_total,
+                           unflushed_bytes=self._unflushed())
+
+    def _unflushed(self) -> int:
+        """Dirty records and cached parts: what a volume holds that a burst cannot evict."""
+        return self._store.dirty_bytes + self._store.part_bytes
 
     # -- admission of one write --------------------------------------------------------------
     async def admit(self, size: int | None, *, require: bool = False) -> None:
@@ -233,7 +239,8 @@ class ElasticController:
         self.attaches_total += 1
         # Writes that went around before this burst are not diversions past its volume.
         self._last_diverted = self._store.stats.diverted_bytes_total
-        self.machine.attached(size, self._clock(), self.forced_bytes())
+        self.machine.attached(size, self._clock(), self.forced_bytes(),
+                              self._store.stats.ingest_bytes_total, self._unflushed())
         log.info("elastic cache: attached %s (%d bytes)", handle.id, size)
         self._notify()
 
@@ -273,6 +280,7 @@ class ElasticController:
     def _record(self, burst: BurstRecord) -> dict[str, Any]:
         out = asdict(burst)
         out.pop("forced_base", None)
+        out.pop("arrival", None)
         for key in ("attached_at", "ended_at", "detached_at"):
             if out[key] is not None:
                 out[key] += self._wall_offset

@@ -15,20 +15,29 @@ The application is :mod:`loadtests.mpi.app` (stencil sweeps between N-N or N-1
 checkpoints of an IOR model). Prices as the seed's cost model: a disk costs its bandwidth
 times its size N per second; B_b is the store's checkpoint bandwidth and B_c the cache's,
 both as calibrated here. Predictions use ``gateway.cost.predict`` on points calibrated with
-the application's own checkpoint phase.
+the application's own checkpoint phase. ``--repeat N`` runs it all N times and prints
+each figure as the median of the runs and its spread (min-max).
 """
 
 from __future__ import annotations
 
 import argparse
 import secrets
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtests.bench.mpi_seed_report import Prices, render
-from loadtests.bench.mpi_seed_runs import Outcome, Shape, Store, compute_baseline, run_configuration
+from loadtests.bench.mpi_seed_report import Prices, Run, render
+from loadtests.bench.mpi_seed_runs import (
+    Outcome,
+    Shape,
+    Store,
+    clear_store,
+    compute_baseline,
+    run_configuration,
+)
 from loadtests.mpi.ior import MODES, IorModel
 
 NAMES = ("static-slow", "static-fast", "adaptive")
@@ -49,32 +58,44 @@ def gateway_args(name: str, backend_size: int, initial_cache: int,
             "--backend-bandwidth-estimate", f"{store_mb_s:.0f}MB/s", *common]
 
 
-def inner(args: argparse.Namespace, shape: Shape) -> int:
-    """Every measurement, against ``--store`` (in the namespace where it exists)."""
-    store = Store(args.store, args.access_key, args.secret_key, args.store_bucket)
+def run_once(args: argparse.Namespace, shape: Shape, store: Store, work: Path,
+             prefix: str) -> Run:
+    """The baseline and every configuration, one after the other, in ``work``; Squall's
+    buckets named ``<prefix>app-<configuration>``, deleted from the store afterwards."""
     n = int(args.backend_size_gb * 1e9)
     initial = int(args.initial_cache_mb * 1e6)
     outcomes: list[Outcome] = []
-    with tempfile.TemporaryDirectory(prefix="squall-mpi-seed-") as tmp:
-        work = Path(tmp)
-        print("measuring: the application without I/O", file=sys.stderr, flush=True)
-        baseline_s = compute_baseline(shape, work / "baseline")
-        store_mb_s = 0.0
-        for name in NAMES:
-            gw = gateway_args(name, n, initial, args.inactivity_delay, store_mb_s)
-            print(f"measuring: {name} ({' '.join(gw)})", file=sys.stderr, flush=True)
-            outcome = run_configuration(name, gw, store, shape, work / name,
-                                        calibrate_at=[0] if name == "adaptive" else [None],
-                                        timeout=args.timeout)
-            print(f"  T = {outcome.completion_s:.1f} s, restart {outcome.restart_s:.2f} s; "
-                  + ", ".join(f"{p} {s:.1f}" for p, s in outcome.phases),
-                  file=sys.stderr, flush=True)
-            outcomes.append(outcome)
-            if name == "static-slow":
-                store_mb_s = outcome.points[0].throughput_mb_s
+    print("measuring: the application without I/O", file=sys.stderr, flush=True)
+    baseline_s = compute_baseline(shape, work / "baseline", timeout=args.timeout)
+    store_mb_s = 0.0
+    for name in NAMES:
+        gw = gateway_args(name, n, initial, args.inactivity_delay, store_mb_s)
+        print(f"measuring: {name} ({' '.join(gw)})", file=sys.stderr, flush=True)
+        outcome = run_configuration(name, gw, store, shape, work / name,
+                                    calibrate_at=[0] if name == "adaptive" else [None],
+                                    timeout=args.timeout, bucket_prefix=prefix)
+        print(f"  T = {outcome.completion_s:.1f} s, restart {outcome.restart_s:.2f} s; "
+              + ", ".join(f"{p} {s:.1f}" for p, s in outcome.phases),
+              file=sys.stderr, flush=True)
+        outcomes.append(outcome)
+        if name == "static-slow":
+            store_mb_s = outcome.points[0].throughput_mb_s
+    clear_store(store, prefix)
+    shutil.rmtree(work, ignore_errors=True)  # the caches of this run: not needed any more
     prices = Prices.calibrated(outcomes, backend_size_gb=args.backend_size_gb)
-    print(render(shape, outcomes, prices, baseline_s=baseline_s,
-                 initial_cache_mb=args.initial_cache_mb,
+    return Run(tuple(outcomes), prices, baseline_s)
+
+
+def inner(args: argparse.Namespace, shape: Shape) -> int:
+    """Every measurement, ``--repeat`` times, against ``--store`` (in the namespace where
+    it exists); run ``i``'s buckets are ``r<i>-app-<configuration>``."""
+    store = Store(args.store, args.access_key, args.secret_key, args.store_bucket)
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="squall-mpi-seed-") as tmp:
+        for i in range(1, args.repeat + 1):
+            print(f"run {i} of {args.repeat}", file=sys.stderr, flush=True)
+            runs.append(run_once(args, shape, store, Path(tmp) / f"run{i}", f"r{i}-"))
+    print(render(shape, runs, initial_cache_mb=args.initial_cache_mb,
                  inactivity_delay_s=args.inactivity_delay))
     return 0
 
@@ -114,19 +135,34 @@ boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
 """
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m loadtests.bench.mpi_seed",
                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--mode", choices=MODES, default="nn", help="N-N (file per rank) or N-1")
     p.add_argument("--np", type=int, default=4, help="MPI ranks (IOR np)")
     p.add_argument("--segments", type=int, default=4, help="IOR -s")
-    p.add_argument("--block", default="4m", help="IOR -b, bytes per rank and segment")
+    p.add_argument("--block", default="8m", help="IOR -b, bytes per rank and segment")
     p.add_argument("--transfer", default="1m", help="IOR -t, bytes per call")
-    p.add_argument("--iterations", type=int, default=240, help="I, stencil sweeps in all")
-    p.add_argument("--checkpoints", type=int, default=3, help="K, after the initial dump")
+    p.add_argument("--iterations", type=int, default=400, help="I, stencil sweeps in all")
+    p.add_argument("--checkpoints", type=positive_int, default=5,
+                   help="K, after the initial dump")
     p.add_argument("--backend-size-gb", type=float, default=1.0, help="N, GB")
-    p.add_argument("--initial-cache-mb", type=float, default=96, help="M(S_i), MB")
+    p.add_argument("--initial-cache-mb", type=float, default=256, help="M(S_i), MB")
     p.add_argument("--inactivity-delay", type=float, default=1.0, help="ID, seconds")
+    p.add_argument("--repeat", type=positive_int, default=3,
+                   help="runs of every configuration: each figure is their median, with "
+                        "its spread (min-max)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per mpirun")
     p.add_argument("--store", help="S3 endpoint of the store (skips starting MinIO)")
     p.add_argument("--store-bucket", default="squall-store")
@@ -137,9 +173,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
-    shape = Shape(IorModel.parse(args.np, args.segments, args.block, args.transfer,
-                                 args.mode), args.iterations, args.checkpoints)
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        shape = Shape(IorModel.parse(args.np, args.segments, args.block, args.transfer,
+                                     args.mode), args.iterations, args.checkpoints)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.store:
         return inner(args, shape)
     return outer(argv)

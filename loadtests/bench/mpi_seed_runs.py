@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
+
 from gateway.client.credentials import Credentials
 from gateway.cost.calibrate import GatewayClient, attached_seconds, wait_quiet
 from gateway.cost.calibration import CalibrationPoint
@@ -127,13 +129,14 @@ def verify_on_store(store: Store, bucket: str, shape: Shape, manifest: dict[str,
 
 def run_configuration(name: str, args: Sequence[str], store: Store, shape: Shape,
                       work: Path, *, calibrate_at: Sequence[int | None],
-                      timeout: float = 300.0) -> Outcome:
-    """Measure one configuration; ``calibrate_at``: the cache sizes of the calibration
-    points (None for a gateway without elastic volumes; 0: take the run's volume sizes)."""
+                      timeout: float = 300.0, bucket_prefix: str = "") -> Outcome:
+    """Measure one configuration in Squall's bucket ``<bucket_prefix>app-<name>``;
+    ``calibrate_at``: the cache sizes of the calibration points (None for a gateway
+    without elastic volumes; 0: take the run's volume sizes)."""
     work.mkdir(parents=True, exist_ok=True)
     log = work / "mpi.log"
     gw_args = ["--backend", f"s3:{store.endpoint}?bucket={store.bucket}", *args]
-    bucket = f"app-{name}"
+    bucket = f"{bucket_prefix}app-{name}"
     with squall_server(name, gw_args, work, gateway_env(store)) as server:
         gw = GatewayClient(server.endpoint, Credentials(ACCESS_KEY, SECRET_KEY))
         gw.request("PUT", f"/{bucket}")
@@ -166,6 +169,22 @@ def run_configuration(name: str, args: Sequence[str], store: Store, shape: Shape
             outcome.points.append(_calibration_point(gw, shape, server.endpoint, bucket, work,
                                                      f"cal-{i}", m, log, timeout))
     return outcome
+
+
+def clear_store(store: Store, prefix: str) -> int:
+    """Delete the store's objects under ``prefix`` (a finished run's buckets, so repeated
+    runs do not fill the store's drives); how many were deleted."""
+    s3 = boto3.client("s3", endpoint_url=store.endpoint, aws_access_key_id=store.access_key,
+                      aws_secret_access_key=store.secret_key, region_name="us-east-1")
+    deleted = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=store.bucket,
+                                                             Prefix=prefix):
+        keys = [o["Key"] for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=store.bucket, Delete={
+                "Objects": [{"Key": k} for k in keys], "Quiet": True})
+            deleted += len(keys)
+    return deleted
 
 
 def _calibration_point(gw: GatewayClient, shape: Shape, endpoint: str, bucket: str,

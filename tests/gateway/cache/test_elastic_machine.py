@@ -31,7 +31,8 @@ def run(machine: ElasticMachine, trace: list[Observation]) -> list[Decision]:
     for o in trace:
         d = machine.step(o)
         if d.action is Action.ATTACH:
-            machine.attached(d.size, o.now, o.forced_bytes)
+            machine.attached(d.size, o.now, o.forced_bytes, o.ingest_bytes,
+                             o.unflushed_bytes)
         elif d.action is Action.DETACH:
             machine.detached(o.now)
         if d.action is not Action.NONE:
@@ -161,3 +162,52 @@ def test_a_large_write_while_draining_resumes_the_burst() -> None:
     assert m.state is ElasticState.DRAINING
     assert m.step(obs(3.5, demand_bytes=5 * MiB)) == Decision(Action.REACTIVATE)
     assert m.state is ElasticState.BURST
+
+
+def burst_trace(start: float, ingest: int, size: int, *, resident: int) -> list[Observation]:
+    """One checkpoint of ``size`` bytes arriving over 1 s from ``start`` (cumulative
+    ingest ``ingest`` before it), only ``resident`` bytes of it on the volume (the rest
+    sent past it by choice), then quiet, drained and detached."""
+    end = ingest + size
+    return [obs(start, demand_bytes=MiB, ingest_bytes=ingest),
+            obs(start + 0.5, rate=size, ingest_bytes=ingest + size // 2,
+                used_bytes=resident // 2),
+            obs(start + 1.0, rate=size, ingest_bytes=end, used_bytes=resident),
+            obs(start + 2.0, ingest_bytes=end), obs(start + 4.0, ingest_bytes=end),
+            obs(start + 4.5, ingest_bytes=end, detachable=True)]
+
+
+def test_the_next_volume_holds_what_the_burst_brought_not_what_was_resident() -> None:
+    """Half the checkpoint went past the volume by the admission rule's choice: the
+    volume's peak (32 MiB) is not what the burst needed (64 MiB, plus the headroom)."""
+    m = ElasticMachine(SETTINGS)
+    run(m, burst_trace(0.0, 5 * MiB, 64 * MiB, resident=32 * MiB))
+    (burst,) = m.history
+    assert burst.used_peak_bytes == 32 * MiB and burst.needed_bytes == 64 * MiB
+    assert burst.arrival_s == 1.0
+    assert m.size == 65 * MiB  # 64 MiB x (1 + 1/64), rounded up to 1 MiB
+
+
+def test_identical_bursts_get_identical_volumes() -> None:
+    """Whatever part of each checkpoint happened to be resident, the same checkpoint
+    gives the same volume, from one burst to the next."""
+    m = ElasticMachine(SETTINGS)
+    sizes, ingest = [], 0
+    for k, resident in enumerate((64 * MiB, 20 * MiB, 48 * MiB, 64 * MiB)):
+        decisions = run(m, burst_trace(10.0 * k, ingest, 64 * MiB, resident=resident))
+        sizes.append(decisions[0].size)
+        ingest += 64 * MiB
+    assert sizes == [100 * MiB, 65 * MiB, 65 * MiB, 65 * MiB]
+
+
+def test_a_resumed_burst_needs_room_for_what_it_found_unflushed() -> None:
+    """The next checkpoint arrives while the volume still drains 10 MiB of the last."""
+    m = ElasticMachine(SETTINGS)
+    run(m, [obs(0.0, demand_bytes=MiB), obs(0.5, rate=B, ingest_bytes=64 * MiB),
+            obs(1.0, ingest_bytes=64 * MiB), obs(3.0, ingest_bytes=64 * MiB)])  # DRAINING
+    assert m.state is ElasticState.DRAINING and m.size == 65 * MiB
+    run(m, [obs(3.5, demand_bytes=MiB, ingest_bytes=64 * MiB, unflushed_bytes=10 * MiB),
+            obs(4.0, rate=B, ingest_bytes=128 * MiB), obs(5.0, ingest_bytes=128 * MiB),
+            obs(7.0, ingest_bytes=128 * MiB), obs(7.5, detachable=True)])
+    assert m.history[0].needed_bytes == 74 * MiB
+    assert m.size == 76 * MiB  # 74 MiB x (1 + 1/64) = 75.2 MiB, rounded up
