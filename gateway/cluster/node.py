@@ -156,8 +156,16 @@ class ClusterNode:
                     failed += 1
                     continue
                 try:
-                    await self.replication.hand_over(bucket, key, owner)
+                    # bounded: a hand-over waits for the key's flush in flight to stop and
+                    # for the new owner's answer, and the leave must end all the same
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await self.replication.hand_over(bucket, key, owner)
                     handed += 1
+                except TimeoutError:
+                    failed += 1
+                    log.warning("handing %s/%r over to %s before leaving took more than "
+                                "%.0f s in all; the rest is flushed instead", bucket, key,
+                                owner, LEAVE_TIMEOUT_S)
                 except StorageError as exc:
                     failed += 1
                     log.warning("handing %s/%r over before leaving failed: %s", bucket, key,
