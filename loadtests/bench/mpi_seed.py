@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from gateway.commands.cost import whole_number
 from loadtests.bench.mpi_seed_report import Prices, Run, render
 from loadtests.bench.mpi_seed_runs import (
     Outcome,
@@ -135,17 +136,6 @@ boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
 """
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m loadtests.bench.mpi_seed",
                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -155,12 +145,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block", default="8m", help="IOR -b, bytes per rank and segment")
     p.add_argument("--transfer", default="1m", help="IOR -t, bytes per call")
     p.add_argument("--iterations", type=int, default=400, help="I, stencil sweeps in all")
-    p.add_argument("--checkpoints", type=positive_int, default=5,
+    p.add_argument("--checkpoints", type=whole_number(1), default=5,
                    help="K, after the initial dump")
     p.add_argument("--backend-size-gb", type=float, default=1.0, help="N, GB")
     p.add_argument("--initial-cache-mb", type=float, default=256, help="M(S_i), MB")
     p.add_argument("--inactivity-delay", type=float, default=1.0, help="ID, seconds")
-    p.add_argument("--repeat", type=positive_int, default=3,
+    p.add_argument("--repeat", type=whole_number(1), default=3,
                    help="runs of every configuration: each figure is their median, with "
                         "its spread (min-max)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per mpirun")
