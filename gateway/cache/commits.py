@@ -4,14 +4,18 @@ Each ``write(batch, sync=...)`` joins a queue. A callback, scheduled by the firs
 write of a queue, takes the whole queue and applies it as one WriteBatch (synced when
 any batch of the group asks for it), and only after that call returned resolves every
 waiter of the group (a failure fails them all: the merged batch is atomic, so none of it
-was applied). Every write queued before it runs (the requests an event-loop
-turn brought in) shares its fsync.
+was applied). Before writing, the callback lets the event loop turn again as long as the
+last turn brought more commits (at most :data:`GATHER_TURNS` times): the requests a
+read brought in reach their commit a few turns apart, and one fsync then serves them
+all. A lone commit waits one turn (microseconds); 4 KiB PUTs of 5 and 16 clients came
+out 17-45 % faster than with the queue written at its first turn, at 13-24 % less CPU
+each (alternating runs).
 
 The write runs on the event loop, not in a worker thread: the RocksDB binding holds the
 GIL through a write, its WAL fsync included, so a thread would not let the loop run
 meanwhile, and handing each group to a thread and back cost more CPU than the write
-(a 4 KiB PUT: 686 against 552 us at 5 clients, 403 against 372 at 16). Requests that
-arrive during a write are read after it and form the next group.
+(a 4 KiB PUT at 5 clients: 573-681 against 689-724 us of CPU). Requests that arrive
+during a write are read after it and form the next group.
 
 Order: batches are applied in arrival order, across groups too (a later put of the same
 RocksDB key wins, e.g. the sequence high-water mark). Two commits of one object key
@@ -27,7 +31,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-B = TypeVar("B")  # a batch of index changes (gateway.cache.index.Batch)
+B = TypeVar("B")
+#: a queue's write waits for at most this many more turns of the event loop while each
+#: turn brought more commits (requests already read, on their way to their commit)
+GATHER_TURNS = 3  # a batch of index changes (gateway.cache.index.Batch)
 
 
 class GroupCommit(Generic[B]):
@@ -42,6 +49,8 @@ class GroupCommit(Generic[B]):
         self._write_many = write_many
         self._queue: list[tuple[B, bool, asyncio.Future[None]]] = []
         self._scheduled = False
+        self._seen = 0  # the queue's length at the last turn it waited
+        self._turns = 0  # the turns it waited
         self.groups = 0
         self.batches = 0
 
@@ -58,6 +67,12 @@ class GroupCommit(Generic[B]):
         await done
 
     def _write_queue(self) -> None:
+        if len(self._queue) > self._seen and self._turns < GATHER_TURNS:
+            self._seen = len(self._queue)
+            self._turns += 1
+            asyncio.get_running_loop().call_soon(self._write_queue)
+            return
+        self._seen = self._turns = 0
         self._scheduled = False
         group, self._queue = self._queue, []
         try:

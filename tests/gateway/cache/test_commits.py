@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backends.core.errors import ServiceUnavailable
-from gateway.cache.commits import GroupCommit
+from gateway.cache.commits import GATHER_TURNS, GroupCommit
 from gateway.cache.entry import Entry, EntryState
 from gateway.cache.index import Batch, Index
 from tests.gateway.cache.conftest import META
@@ -55,6 +55,37 @@ async def test_writes_queued_together_share_one_call_in_arrival_order() -> None:
     assert all(sync for _, sync in rec.calls)
     assert [b.puts for b in rec.calls[0][0]] == [batch(n).puts for n in range(9)]
     assert (group.groups, group.batches) == (2, 10)
+
+
+async def test_commits_reaching_the_queue_a_few_turns_later_join_its_group() -> None:
+    rec = Recorder()
+    group = GroupCommit(rec)
+
+    async def later(n: int, turns: int) -> None:
+        for _ in range(turns):
+            await asyncio.sleep(0)  # a request still on its way to its commit
+        await group.write(batch(n), sync=True)
+    await asyncio.gather(*(later(n, n) for n in range(GATHER_TURNS)))
+    assert [len(b) for b, _ in rec.calls] == [GATHER_TURNS]
+
+
+async def test_a_group_waits_at_most_its_turns_for_more() -> None:
+    rec = Recorder()
+    group = GroupCommit(rec)
+    stop = asyncio.Event()
+
+    async def trickle() -> None:  # a commit every turn, for ever
+        n = 0
+        while not stop.is_set():
+            asyncio.ensure_future(group.write(batch(n), sync=False))
+            n += 1
+            await asyncio.sleep(0)
+    feeder = asyncio.ensure_future(trickle())
+    while not rec.calls:  # noqa: ASYNC110  a test polling the group
+        await asyncio.sleep(0)
+    stop.set()
+    await feeder
+    assert len(rec.calls[0][0]) <= GATHER_TURNS + 2
 
 
 def assert_not_done(waiters: Sequence[asyncio.Future[None]]) -> None:
