@@ -31,10 +31,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-B = TypeVar("B")
+B = TypeVar("B")  # a batch of index changes (gateway.cache.index.Batch)
 #: a queue's write waits for at most this many more turns of the event loop while each
 #: turn brought more commits (requests already read, on their way to their commit)
-GATHER_TURNS = 3  # a batch of index changes (gateway.cache.index.Batch)
+GATHER_TURNS = 3
 
 
 class GroupCommit(Generic[B]):
