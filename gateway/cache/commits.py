@@ -48,7 +48,6 @@ class GroupCommit(Generic[B]):
     def __init__(self, write_many: Callable[[Sequence[B], bool], None]) -> None:
         self._write_many = write_many
         self._queue: list[tuple[B, bool, asyncio.Future[None]]] = []
-        self._scheduled = False
         self._seen = 0  # the queue's length at the last turn it waited
         self._turns = 0  # the turns it waited
         self.groups = 0
@@ -59,10 +58,9 @@ class GroupCommit(Generic[B]):
         on stable storage."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._queue.append((batch, sync, done))
-        if not self._scheduled:
-            self._scheduled = True
+        if not self._queue:  # the first of a queue: its write is scheduled
             loop.call_soon(self._write_queue)
+        self._queue.append((batch, sync, done))
         # Cancelling the caller cancels only its wait: the batch is written all the same.
         await done
 
@@ -73,7 +71,6 @@ class GroupCommit(Generic[B]):
             asyncio.get_running_loop().call_soon(self._write_queue)
             return
         self._seen = self._turns = 0
-        self._scheduled = False
         group, self._queue = self._queue, []
         try:
             self._write_many([b for b, _, _ in group], any(s for _, s, _ in group))
