@@ -26,6 +26,7 @@ from gateway.client.failures import FAILED, USAGE, ClientFailure, Unreachable, e
 from gateway.client.sigv4 import DEFAULT_REGION
 from gateway.client.tls import add_ca_bundle_option, ca_bundle
 from gateway.fuse_mount.errors import EndpointUnreachable, errno_for
+from gateway.fuse_mount.routing import owner_router
 from gateway.fuse_mount.settings import MountSettings, SettingsError, check_mountpoint
 
 log = logging.getLogger("gateway.fuse_mount")
@@ -54,8 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="upload part and read-ahead block size, at least 5MiB (default 8MiB)")
     p.add_argument("--readahead", default="16MiB",
                    help="0 disables reading ahead; otherwise sequential reads stream from one "
-                        "GET, or with --route-to-owners this many bytes are prefetched in "
-                        "blocks (default 16MiB)")
+                        "GET (default 16MiB)")
     p.add_argument("--attr-timeout", type=float, default=1.0,
                    help="seconds attributes of files not open here are cached (default 1)")
     p.add_argument("--region", default=DEFAULT_REGION,
@@ -83,9 +83,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="keys (glob, e.g. 'ckpt/*') read and written past the kernel's page "
                         "cache, each read and write sent to the mount as the program asks "
                         "(for large sequential I/O; no shared mmap); repeatable")
-    p.add_argument("--route-to-owners", action="store_true",
-                   help="endpoint is a member of a Squall cluster: send each object request "
-                        "straight to the key's owner (the member URLs must be reachable)")
+    p.add_argument("--route-to-owners", action=argparse.BooleanOptionalAction, default=None,
+                   help="send each object request straight to its key's owner when the "
+                        "endpoint is a member of a Squall cluster. Default: automatic, when "
+                        "the endpoint's ring can be read and every member URL is reachable "
+                        "from here (else one warning, and every request goes to the "
+                        "endpoint); --route-to-owners fails if the ring cannot be read")
     add_ca_bundle_option(p)
     p.add_argument("--staging-dir", type=Path,
                    help="directory for staging files of randomly written files (default $TMPDIR)")
@@ -113,21 +116,25 @@ def _run(args: argparse.Namespace) -> int:
         shared_files=tuple(args.shared_files), direct_files=tuple(args.direct_files),
         shared_lease=_duration("--shared-lease", args.shared_lease))
     check_mountpoint(settings.mountpoint)
+    # --route-to-owners: a ring that cannot be read fails before anything else.
+    router = owner_router(settings) if settings.route_to_owners else None
     _check_bucket(settings)
     if args.background:
         return _spawn_background(args)
+    if settings.route_to_owners is None:  # automatic: decided (and warned) where it runs
+        router = owner_router(settings)
     from gateway.fuse_mount.mount import MountFailed, run_mount
 
     try:
-        run_mount(settings, on_ready=lambda: _report_ready(args))
+        run_mount(settings, router=router, on_ready=lambda: _report_ready(args))
     except MountFailed as exc:
         raise SettingsError(f"cannot mount {settings.mountpoint}: {exc}") from exc
     return 0
 
 
 def _check_bucket(settings: MountSettings) -> None:
-    """HeadBucket before mounting: ClientFailure when the gateway cannot be reached or
-    refuses."""
+    """HeadBucket (at the endpoint) before mounting: ClientFailure when the gateway
+    cannot be reached or refuses."""
     from gateway.fuse_mount.mount import build_store
 
     bucket = settings.bucket
@@ -164,8 +171,8 @@ def _spawn_background(args: argparse.Namespace) -> int:
     if args.staging_dir:
         argv += ["--staging-dir", str(args.staging_dir.absolute())]
     argv.append("--writeback-cache" if args.writeback_cache else "--no-writeback-cache")
-    if args.route_to_owners:
-        argv.append("--route-to-owners")
+    if args.route_to_owners is not None:  # absent: automatic there too
+        argv.append("--route-to-owners" if args.route_to_owners else "--no-route-to-owners")
     for pattern in args.shared_files:
         argv += ["--shared-files", pattern]
     argv += ["--shared-lease", args.shared_lease]

@@ -6,6 +6,10 @@ event hooks, response parsing and, for a missing key, its exceptions): that pipe
 three quarters of the mount's CPU per small file, and its parser ~70 µs per key listed
 (ElementTree's here: a few).
 
+Object requests go to the key's owner when the mount routes them in a cluster
+(:mod:`gateway.fuse_mount.routing`), each signed for the owner's host; listings go to the
+endpoint.
+
 Only the plain outcomes are handled here: a stored object, a HEAD's 200 or 404, a GET's
 206 of exactly the range asked for. Anything else (another status, a dropped connection,
 a timeout, a short body) returns None (or False) and the caller sends the same request
@@ -29,6 +33,7 @@ import urllib3
 
 from gateway.client.credentials import Credentials
 from gateway.client.sigv4 import Signer
+from gateway.fuse_mount.routing import OwnerRouter
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ MISSING = "missing"
 #: One ListObjectsV2 page: (key, size, ETag, mtime) of its objects, its common prefixes,
 #: whether it is truncated and the continuation token of the next page.
 ListPage = tuple[list[tuple[str, int, str, float]], list[str], bool, str | None]
+# Hosts whose connection pools are kept (the endpoint and the cluster's members).
+_POOLS = 64
 
 
 class LightRequests:
@@ -50,14 +57,20 @@ class LightRequests:
 
     def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
                  region: str, pool_size: int, connect_timeout: float,
-                 read_timeout: float, ca_bundle: Path | None = None) -> None:
-        self._base = endpoint.rstrip("/") + "/" + urllib.parse.quote(bucket, safe="") + "/"
+                 read_timeout: float, ca_bundle: Path | None = None,
+                 router: OwnerRouter | None = None) -> None:
+        """``router``: where each object request goes (None: the endpoint); a pool of
+        up to ``pool_size`` connections is kept per host."""
+        self._bucket = bucket
+        self._path = "/" + urllib.parse.quote(bucket, safe="") + "/"
+        self._base = endpoint.rstrip("/") + self._path
+        self._router = router
         # Bodies are not signed (UNSIGNED-PAYLOAD): the gateway verifies their CRC32C
         # header, as for boto3's requests.
         self._signer = Signer(credentials, region)
         tls: dict[str, Any] = {"ca_certs": str(ca_bundle)} if ca_bundle is not None else {}
         self._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=pool_size, block=False, retries=False,
+            num_pools=_POOLS, maxsize=pool_size, block=False, retries=False,
             timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout), **tls)
 
     def put(self, key: str, data: bytes | bytearray, metadata: Mapping[str, str],
@@ -185,13 +198,19 @@ class LightRequests:
     def _send(self, method: str, key: str, headers: dict[str, str],
               body: bytes | bytearray | None, *, preload: bool = True, query: str = ""
               ) -> urllib3.BaseHTTPResponse | None:
-        url = self._base + urllib.parse.quote(key, safe="/~") + (f"?{query}" if query else "")
+        target = urllib.parse.quote(key, safe="/~") + (f"?{query}" if query else "")
+        router = self._router if key else None  # listings stay with the endpoint
+        url = (router.owner(self._bucket, key) + self._path if router is not None
+               else self._base) + target
         try:
+            # Signed for the URL's host (the owner's, when routed): SigV4 covers Host.
             return self._pool.request(method, url, body=body,  # type: ignore[arg-type]
                                       headers=self._signer.sign(method, url, headers),
                                       preload_content=preload, redirect=False)
         except urllib3.exceptions.HTTPError as exc:
-            log.debug("%s %s: %s; sending it again through boto3", method, key, exc)
+            log.debug("%s %s: %s; sending it again through boto3", method, url, exc)
+            if router is not None:
+                router.suspect()
             return None
 
 

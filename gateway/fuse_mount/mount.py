@@ -6,14 +6,12 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from gateway.client.failures import ClientFailure, reason
-from gateway.client.signing import signed_headers
-from gateway.client.tls import client_context
-from gateway.cluster.client import CLUSTER_PATH, fetch_ring, route_to_owners
+from gateway.client.failures import ClientFailure
 from gateway.fuse_mount.binding import BindingUnavailable, mfusepy, require_libfuse3
 from gateway.fuse_mount.fuseop import fuse_op
 from gateway.fuse_mount.operations import BucketOperations
 from gateway.fuse_mount.reader import Chunk
+from gateway.fuse_mount.routing import OwnerRouter
 from gateway.fuse_mount.settings import MountSettings
 from gateway.fuse_mount.signals import flush_on_stop
 from gateway.fuse_mount.store import BucketClient
@@ -94,28 +92,21 @@ class _FUSE(mfusepy.FUSE):
         return int(self.operations.truncate(name, length, fh))
 
 
-def build_store(settings: MountSettings, *, max_attempts: int | None = None) -> BucketClient:
-    """The mount's S3 client; with ``route_to_owners``, routed by the cluster's ring
-    (ClientFailure if the endpoint does not give one; ValueError for a bad CA bundle)."""
-    store = BucketClient(settings.endpoint, settings.bucket, settings.credentials,
+def build_store(settings: MountSettings, *, max_attempts: int | None = None,
+                router: OwnerRouter | None = None) -> BucketClient:
+    """The mount's S3 client; ``router`` sends its object requests to their owners in a
+    cluster (:func:`gateway.fuse_mount.routing.owner_router`), else every request goes to
+    the endpoint."""
+    return BucketClient(settings.endpoint, settings.bucket, settings.credentials,
                         region=settings.region, max_attempts=max_attempts or settings.max_attempts,
                         pool_size=4 * settings.threads, ca_bundle=settings.ca_bundle,
-                        light_requests=not settings.route_to_owners)
-    if settings.route_to_owners:
-        url = settings.endpoint.rstrip("/") + CLUSTER_PATH
-        context = client_context(settings.ca_bundle, "--ca-bundle")
-        try:
-            ring = fetch_ring(settings.endpoint, context=context, headers=signed_headers(
-                url, settings.credentials, region=settings.region))
-        except (OSError, ValueError) as exc:  # unreachable, refused, not a ring
-            raise ClientFailure(f"--route-to-owners: cannot read the cluster ring from "
-                                f"{url}: {reason(exc)}") from exc
-        route_to_owners(store.client, ring)
-    return store
+                        router=router)
 
 
-def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = None) -> None:
-    """Mount and serve requests; returns after a clean unmount.
+def run_mount(settings: MountSettings, *, router: OwnerRouter | None = None,
+              on_ready: Callable[[], None] | None = None) -> None:
+    """Mount and serve requests; returns after a clean unmount. ``router``: object
+    requests go to their key's owner (its ring read again in the background meanwhile).
 
     SIGTERM, SIGINT and SIGHUP first make the kernel write its cached writes to the mount
     (:mod:`signals`); then the request loop stops, the kernel mount is detached, and
@@ -126,11 +117,13 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
     except BindingUnavailable as exc:
         raise MountFailed(str(exc)) from exc
     try:
-        store = build_store(settings)
-    except (ClientFailure, ValueError) as exc:
+        store = build_store(settings, router=router)
+    except ValueError as exc:
         raise MountFailed(str(exc)) from exc
     operations = BucketOperations(store, settings, on_ready=on_ready)
     timeout = settings.attr_timeout
+    if router is not None:
+        router.start()
     try:
         with flush_on_stop(settings.mountpoint, operations.open_names, operations.stop_loop):
             _FUSE(operations, str(settings.mountpoint), foreground=True, nothreads=False,
@@ -142,6 +135,9 @@ def run_mount(settings: MountSettings, *, on_ready: Callable[[], None] | None = 
         # when destroy() ran (every open file was completed).
         if not operations.destroyed:
             raise MountFailed(f"libfuse failed with status {exc}") from exc
+    finally:
+        if router is not None:
+            router.stop()
     if operations.unsaved:
         raise UnsavedFiles(f"could not store {len(operations.unsaved)} file(s) open at "
                            f"unmount: {', '.join(operations.unsaved)}")

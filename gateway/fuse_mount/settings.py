@@ -33,7 +33,10 @@ class MountSettings:
     threads: int = 8
     max_attempts: int = 5
     writeback_cache: bool = True
-    route_to_owners: bool = False
+    #: send object requests to their key's owner in a cluster: True (the ring must be
+    #: readable), False (never), None (automatic: when the ring is read and every member
+    #: reached, see :func:`gateway.fuse_mount.routing.owner_router`)
+    route_to_owners: bool | None = None
     #: globs of keys written by several mounts at once (one upload, docs: N-1 checkpoints)
     shared_files: tuple[str, ...] = ()
     #: seconds a shared file's writer stays counted without renewing (a mount that died)

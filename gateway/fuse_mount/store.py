@@ -23,9 +23,11 @@ from backends.core.checksums import new_hasher
 from backends.core.errors import BackendError, NoSuchKey
 from gateway.client.credentials import Credentials
 from gateway.client.sigv4 import DEFAULT_REGION
+from gateway.cluster.client import route_to_owners
 from gateway.fuse_mount.errors import translate
 from gateway.fuse_mount.gateway_clock import GatewayClock
 from gateway.fuse_mount.light import MISSING, LightRequests, ListPage, RangeBody
+from gateway.fuse_mount.routing import OwnerRouter
 
 Body = bytes | bytearray
 _SENT = "squall_sent_at"  # key of a request's botocore context: when it was sent
@@ -67,17 +69,19 @@ class BucketClient:
     def __init__(self, endpoint: str, bucket: str, credentials: Credentials, *,
                  region: str = DEFAULT_REGION, max_attempts: int = 5,
                  connect_timeout: float = 10.0, pool_size: int = 32,
-                 ca_bundle: Path | None = None, light_requests: bool = True) -> None:
-        """``light_requests``: send ``put``, ``head`` and ranged GETs through
-        :class:`LightRequests` first (not with requests routed by boto3 event hooks, which
-        it does not run)."""
+                 ca_bundle: Path | None = None, light_requests: bool = True,
+                 router: OwnerRouter | None = None) -> None:
+        """``light_requests``: send ``put``, ``upload_part``, ``head``, ranged GETs and
+        listing pages through :class:`LightRequests` first. ``router``: object requests
+        (of both paths) go to their key's owner in a cluster; bucket-level requests and
+        listings to ``endpoint``."""
         self.bucket = bucket
         #: the gateway's time, from the Date of every answer to a boto3 request
         self.clock = GatewayClock()
         self._light = LightRequests(endpoint, bucket, credentials, region=region,
                                     pool_size=pool_size, connect_timeout=connect_timeout,
-                                    read_timeout=120,
-                                    ca_bundle=ca_bundle) if light_requests else None
+                                    read_timeout=120, ca_bundle=ca_bundle,
+                                    router=router) if light_requests else None
         session = boto3.session.Session()
         session._session.get_component("response_parser_factory").set_parser_defaults(
             timestamp_parser=_timestamp)
@@ -99,6 +103,8 @@ class BucketClient:
         events = self._client.meta.events
         events.register("before-call.s3", _note_sent)
         events.register("after-call.s3", self._observe_date)
+        if router is not None:
+            route_to_owners(self._client, router.owner)
 
     def _observe_date(self, http_response: Any, context: dict[str, Any],
                       **_: Any) -> None:
@@ -108,7 +114,7 @@ class BucketClient:
 
     @property
     def client(self) -> Any:
-        """The boto3 S3 client (its event hooks may be extended, e.g. cluster routing)."""
+        """The boto3 S3 client (its event hooks may be extended)."""
         return self._client
 
     def check_bucket(self) -> None:

@@ -35,8 +35,9 @@ def _fuse_missing() -> str | None:
 
 
 _MISSING = _fuse_missing()
+# Every other module mounts.
 _NO_MOUNT = {"test_attrs.py", "test_errors.py", "test_listings.py", "test_openfile_order.py",
-             "test_kernel_view.py", "test_namespace.py"}  # every other module mounts
+             "test_kernel_view.py", "test_namespace.py", "test_routing.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

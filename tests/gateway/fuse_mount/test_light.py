@@ -10,6 +10,7 @@ import socket
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -18,8 +19,10 @@ from backends.core import errors as se
 from gateway.client.credentials import Credentials
 from gateway.fuse_mount.errors import errno_for
 from gateway.fuse_mount.light import MISSING, LightRequests, _list_page
-from gateway.fuse_mount.store import BucketClient, _crc32c
+from gateway.fuse_mount.routing import OwnerRouter
+from gateway.fuse_mount.store import BucketClient, Part, _crc32c
 from gateway.protocol import errors as pe
+from tests.gateway.cluster.conftest import Cluster
 from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 
 KEYS = ["plain.txt", "dir/with space+plus%percent.bin", "unicodé/ключ ~tilde", "a=b&c?d#e"]
@@ -327,3 +330,57 @@ def test_light_listing_declines_what_it_cannot_read(squall: SquallProcess, bucke
             _list_page(document)
     assert _list_page(b"<ListBucketResult><IsTruncated>false</IsTruncated>"
                       b"</ListBucketResult>") == ([], [], False, None)
+
+
+# Routed to the owners of a cluster's keys (routing.py).
+
+def test_light_requests_go_to_each_keys_owner(tmp_path: Path) -> None:
+    """Every object request of the light path is sent to, and signed for, its key's owner
+    (no member forwards one); listings go to the endpoint; a member this machine cannot
+    reach has its keys sent to the endpoint, which forwards them."""
+    cluster = Cluster(tmp_path).start()
+    try:
+        cluster.clients[0].create_bucket(Bucket="routed")
+        endpoint, creds = cluster.nodes[0].endpoint, Credentials(ACCESS_KEY, SECRET_KEY)
+        router = OwnerRouter(endpoint, cluster.urls, lambda: tuple(cluster.urls))
+        routed = LightRequests(endpoint, "routed", creds, region="us-east-1", pool_size=4,
+                               connect_timeout=2, read_timeout=10, router=router)
+        store = BucketClient(endpoint, "routed", creds, max_attempts=1, router=router)
+        assert store.streams  # the light path stays on when routed
+        keys = [cluster.key_owned_by(node, "routed", prefix="dir/k") for node in range(3)]
+        bodies = {key: bytearray(os.urandom(3000 + i)) for i, key in enumerate(keys)}
+        before = cluster.forwarded()
+        for key, body in bodies.items():
+            assert routed.put(key, body, {"mode": "33188"}, _crc32c(body)) is not None
+            found = routed.head(key)
+            assert isinstance(found, tuple) and found[0] == len(body)
+            assert routed.get_range(key, 10, 20, if_match=found[1]) == body[10:20]
+            stream = routed.open_range(key, 0, len(body), if_match=None)
+            into = bytearray(len(body))
+            assert stream is not None and stream.read_into(memoryview(into)) and into == body
+            upload_id = store.create_upload(f"{key}.mp", {})  # boto3, routed by its hook
+            part = routed.upload_part(f"{key}.mp", upload_id, 1, body, _crc32c(body))
+            assert part is not None
+            store.complete_upload(f"{key}.mp", upload_id,
+                                  [Part(1, part, _crc32c(body))])
+            assert store.head(f"{key}.mp").size == len(body)
+        page = routed.list_page("dir/", "/", 1000, None)
+        assert page is not None and sorted(o[0] for o in page[0]) == sorted(
+            [*keys, *(f"{k}.mp" for k in keys)])
+        assert cluster.forwarded() == before  # no request took the extra hop
+        for key, body in bodies.items():
+            got = cluster.clients[2].get_object(Bucket="routed", Key=f"{key}.mp")
+            assert got["Body"].read() == body
+
+        before = cluster.forwarded()
+        away = cluster.urls[1]
+        partly = LightRequests(endpoint, "routed", creds, region="us-east-1", pool_size=4,
+                               connect_timeout=2, read_timeout=10, router=OwnerRouter(
+                                   endpoint, cluster.urls, lambda: tuple(cluster.urls),
+                                   unreachable=[away]))
+        assert isinstance(partly.head(keys[2]), tuple)
+        assert cluster.forwarded() == before
+        assert isinstance(partly.head(keys[1]), tuple)  # through the endpoint
+        assert cluster.forwarded() == before + 1
+    finally:
+        cluster.stop()
