@@ -22,21 +22,18 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import socket
 from collections.abc import Callable
-from typing import Any, cast
-from urllib.parse import urlsplit
+from typing import Any
 
-import httptools
 from starlette.types import Receive, Scope
 
 from backends.core.errors import StorageError
 from gateway.cluster.bodyseal import TAG_BYTES, update_mac
 from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.exchange import Exchange, ExchangePool
 from gateway.cluster.forward import ADMIN_PREFIX, HOPS, REQUEST_DROP
 from gateway.cluster.peerauth import HEADER_BYTES, PeerAuth
 from gateway.cluster.settings import ClusterSettings
-from gateway.cluster.transport import PeerTransport, peer_socket
 from gateway.cluster.view import Member, Membership
 from gateway.protocol.targets import object_target
 
@@ -46,125 +43,6 @@ log = logging.getLogger("squall.cluster")
 ASK_FIRST_BYTES = 64 * 1024
 # What ClusterGateway drops, and the length the relay sets (it counts the body's tag).
 _DROP = REQUEST_DROP | {b"content-length"}
-
-
-class _Exchange(asyncio.Protocol):
-    """One kept-alive connection to a member; one request and answer at a time. The
-    answer's bytes go to ``client`` as they arrive; its framing is parsed only to know
-    where it ends."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.client: Any = None  # the Downstream of the exchange in progress
-        self.done: asyncio.Future[bool] | None = None  # the answer ended: keep-alive?
-        self.asked: asyncio.Future[bool] | None = None  # 100 Continue (True) or an answer
-        self.last_data = 0.0
-        self.reusable = False
-        self.stale = False  # taken from the idle ones: the member may have closed it
-        self.timer: asyncio.TimerHandle | None = None  # the read timeout's
-        self._parser: httptools.HttpResponseParser | None = None
-        self._head = False
-        self._status = 0  # of the answer being parsed
-        self._drained: asyncio.Future[None] | None = None
-
-    # -- a request ---------------------------------------------------------------------
-
-    def begin(self, client: Any, head_request: bool, ask: bool) -> asyncio.Future[bool]:
-        loop = asyncio.get_running_loop()
-        self.client = client
-        self.reusable = False
-        self._head = head_request
-        self._parser = httptools.HttpResponseParser(self)
-        self.done = loop.create_future()
-        self.asked = loop.create_future() if ask else None
-        self.last_data = loop.time()
-        assert self.transport is not None
-        client.follow(self.transport)
-        return self.done
-
-    def write(self, data: bytes) -> None:
-        assert self.transport is not None
-        self.transport.write(data)
-
-    async def drained(self) -> None:
-        """Wait while the member does not take what was written."""
-        if self._drained is not None:
-            await asyncio.shield(self._drained)
-
-    # -- asyncio -----------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.reusable = False
-        reason = str(exc) if exc else "the member closed the connection"
-        for future in (self.asked, self.done):
-            if future is not None and not future.done():
-                future.set_exception(ConnectionResetError(reason))
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    def pause_writing(self) -> None:
-        if self._drained is None or self._drained.done():
-            self._drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    def data_received(self, data: bytes) -> None:
-        parser, done = self._parser, self.done
-        if parser is None or done is None or done.done():
-            assert self.transport is not None
-            self.transport.abort()  # bytes no request asked for
-            return
-        self.last_data = asyncio.get_running_loop().time()
-        if self.client.gone:  # the rest of the answer would go nowhere
-            done.set_exception(ConnectionResetError("the client went away"))
-            assert self.transport is not None
-            self.transport.abort()
-            return
-        asked = self.asked
-        interim = asked is not None and not asked.done()
-        if not interim:
-            self.client.write(data)
-        try:
-            parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            done.set_exception(ConnectionResetError(f"a malformed answer: {exc}"))
-            assert self.transport is not None
-            self.transport.abort()  # whatever else waits on this exchange ends too
-            return
-        if interim and asked is not None and not asked.done():
-            asked.set_result(False)  # the owner's answer came instead of "100 Continue"
-            self.client.write(data)
-
-    # -- parser callbacks --------------------------------------------------------------
-
-    def on_headers_complete(self) -> None:
-        parser = self._parser
-        assert parser is not None
-        self._status = status = parser.get_status_code()
-        asked = self.asked
-        if 100 <= status < 200:
-            if asked is not None and not asked.done():
-                self._parser = httptools.HttpResponseParser(self)  # the answer follows
-                asked.set_result(True)
-            return
-        if self._head:
-            self._finish(parser.should_keep_alive())
-
-    def on_message_complete(self) -> None:
-        parser = self._parser
-        if parser is not None and not 100 <= self._status < 200:  # not an interim answer
-            self._finish(parser.should_keep_alive())
-
-    def _finish(self, keep_alive: bool) -> None:
-        done = self.done
-        if done is not None and not done.done():
-            self.reusable = keep_alive
-            done.set_result(keep_alive)
 
 
 class ClusterRelay:
@@ -177,7 +55,7 @@ class ClusterRelay:
         self._auth = auth
         self._settings = settings
         self._domain = domain.lower() if domain else None
-        self._idle: dict[str, list[_Exchange]] = {}
+        self._pool = ExchangePool(settings)
         self._on_forward = on_forward
 
     # -- which requests --------------------------------------------------------------------
@@ -237,7 +115,7 @@ class ClusterRelay:
                     head: bytes, marker: str, length: int, ask: bool, first: bytes | None,
                     more: bool) -> bool:
         for attempt in range(2):
-            exchange = await self._connect(member)
+            exchange = await self._pool.connect(member)
             try:
                 return await self._exchange(exchange, member, scope, receive, client, head,
                                             marker, length, ask, first, more)
@@ -248,11 +126,11 @@ class ClusterRelay:
                     raise MemberUnavailable(member.name, str(exc)) from exc
         raise AssertionError("unreachable")
 
-    async def _exchange(self, exchange: _Exchange, member: Member, scope: Scope,
+    async def _exchange(self, exchange: Exchange, member: Member, scope: Scope,
                         receive: Receive, client: Any, head: bytes, marker: str,
                         length: int, ask: bool, first: bytes | None, more: bool) -> bool:
         done = exchange.begin(client, scope["method"] == "HEAD", ask)
-        self._watch(exchange)
+        self._pool.watch(exchange)
         try:
             if not length:
                 exchange.write(head)
@@ -281,13 +159,10 @@ class ClusterRelay:
             exchange.reusable = False
             raise
         finally:
-            if exchange.timer is not None:
-                exchange.timer.cancel()
             client.follow(None)
-            exchange.client = None
-            self._release(member, exchange)
+            self._pool.finish(member, exchange)
 
-    async def _send_body(self, exchange: _Exchange, receive: Receive,
+    async def _send_body(self, exchange: Exchange, receive: Receive,
                          mac: hmac.HMAC) -> None:
         while True:
             message = await receive()
@@ -322,64 +197,6 @@ class ClusterRelay:
             lines.append(b"connection: close")  # the owner's answer says so to the client
         return b"\r\n".join(lines) + b"\r\n\r\n"
 
-    def _watch(self, exchange: _Exchange) -> None:
-        """Give the exchange up when the member sends nothing for the read timeout."""
-        loop = asyncio.get_running_loop()
-        timeout = self._settings.read_timeout_s
-
-        def check() -> None:
-            if loop.time() - exchange.last_data >= timeout and exchange.transport:
-                exchange.transport.abort()
-            else:
-                exchange.timer = loop.call_at(exchange.last_data + timeout, check)
-        exchange.timer = loop.call_later(timeout, check)
-
-    # -- connections -------------------------------------------------------------------
-
-    async def _connect(self, member: Member) -> _Exchange:
-        idle = self._idle.get(member.name)
-        while idle:
-            exchange = idle.pop()
-            if exchange.transport is not None and not exchange.transport.is_closing():
-                exchange.stale = True
-                return exchange
-        exchange = await self._open(member)
-        exchange.stale = False
-        return exchange
-
-    async def _open(self, member: Member) -> _Exchange:
-        loop = asyncio.get_running_loop()
-        url = urlsplit(member.host)
-        port = url.port or 80
-        try:
-            async with asyncio.timeout(self._settings.connect_timeout_s):
-                infos = await loop.getaddrinfo(url.hostname, port, type=socket.SOCK_STREAM)
-                sock = peer_socket(infos[0])
-                try:
-                    sock.setblocking(False)
-                    await loop.sock_connect(sock, infos[0][4])
-                except BaseException:
-                    sock.close()
-                    raise
-                _, exchange = await loop.create_connection(_Exchange, sock=sock)
-        except (OSError, TimeoutError) as exc:
-            raise PeerTransport.unavailable(member, exc) from exc
-        return exchange
-
-    def _release(self, member: Member, exchange: _Exchange) -> None:
-        transport = exchange.transport
-        if transport is None or transport.is_closing():
-            return
-        idle = self._idle.setdefault(member.name, [])
-        if exchange.reusable and len(idle) < self._settings.connections_per_peer:
-            idle.append(exchange)
-        else:
-            transport.close()
-
     def close(self) -> None:
         """Close the kept-alive connections."""
-        idle, self._idle = self._idle, {}
-        for exchanges in idle.values():
-            for exchange in exchanges:
-                if exchange.transport is not None:
-                    exchange.transport.close()
+        self._pool.close()

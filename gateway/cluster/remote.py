@@ -59,24 +59,35 @@ class PeerClient:
                     headers: Sequence[tuple[bytes, bytes]] = (),
                     content: AsyncIterator[bytes] | bytes | None = None,
                     wait_continue: bool = True) -> PeerResponse:
-        query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
         response = await self._transport.open(self.member, method,
-                                              PREFIX + operation.encode(), query,
+                                              PREFIX + operation.encode(), _query(params),
                                               view=self._view(), headers=headers,
                                               content=content, wait_continue=wait_continue)
         if response.status < 300:
             return response
         await response.aclose()
-        error = response.header(wire.ERROR_HEADER)
+        raise self._failure(operation, response.status, response.header(wire.ERROR_HEADER))
+
+    def _failure(self, operation: str, status: int, error: str | None) -> Exception:
+        """The typed error a member's answer other than 2xx stands for."""
         if error is None:
-            raise ServiceUnavailable(f"cluster member {self.name} answered {operation} with "
-                                     f"HTTP {response.status} (is it running this version?)")
-        raise wire.error_from(json.loads(error))
+            return ServiceUnavailable(f"cluster member {self.name} answered {operation} "
+                                      f"with HTTP {status} (is it running this version?)")
+        return wire.error_from(json.loads(error))
 
     async def _json(self, method: str, operation: str, params: dict[str, str], *,
                     headers: Sequence[tuple[bytes, bytes]] = (),
                     content: AsyncIterator[bytes] | bytes | None = None,
                     wait_continue: bool = True) -> object:
+        if (content is None or isinstance(content, bytes)) and \
+                self._transport.direct(self.member, content):
+            answer = await self._transport.call(
+                self.member, method, PREFIX + operation.encode(), _query(params),
+                view=self._view(), headers=headers, content=content)
+            if answer.status >= 300:
+                raise self._failure(operation, answer.status,
+                                    answer.header(wire.ERROR_HEADER))
+            return json.loads(answer.body) if answer.body else None
         response = await self._call(method, operation, params, headers=headers,
                                     content=content, wait_continue=wait_continue)
         try:
@@ -227,6 +238,10 @@ class PeerClient:
     async def settings_changed(self, bucket: str) -> None:
         """The bucket's settings changed: the member drops its cached copy of them."""
         await self._json("POST", "settings", {"bucket": bucket})
+
+
+def _query(params: dict[str, str]) -> bytes:
+    return urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
 
 
 def _record(line: bytes) -> tuple[str, ObjectInfo | None]:

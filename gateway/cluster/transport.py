@@ -15,10 +15,8 @@ are named, not numbered: the member list changes while the cluster runs.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
-from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -26,6 +24,7 @@ from yarl import URL
 from gateway.client.tls import client_context
 from gateway.cluster.bodyseal import TAG_BYTES, body_key, seal, sealed
 from gateway.cluster.errors import MemberUnavailable
+from gateway.cluster.exchange import Answer, ExchangePool, describe_failure, peer_socket
 from gateway.cluster.peerauth import HEADER, PeerAuth
 from gateway.cluster.settings import ClusterSettings
 from gateway.cluster.view import Member
@@ -39,34 +38,14 @@ _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 #: object's info travels in one header as ASCII JSON: S3 bounds what it holds (2 KB of
 #: user metadata, 8 KB of request headers, 10 tags), and escaping at most triples it.
 PEER_MAX_FIELD_BYTES = 64 * 1024
-
-
-#: a peer that stops acknowledging what is sent (a cut link drops every packet) is given
-#: up after this long, also while an answer is awaited: TCP keep-alive probes every second
-#: on an idle connection, TCP_USER_TIMEOUT for data not acknowledged
-DEAD_PEER_S = 4
-
-
-def peer_socket(addr_info: tuple[Any, ...]) -> socket.socket:
-    """A socket to a member that finds a dead link within :data:`DEAD_PEER_S`, whether
-    it is sending or waiting (aiohttp's ``socket_factory``)."""
-    family, kind, proto, _, _ = addr_info
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    if hasattr(socket, "TCP_KEEPIDLE"):  # Linux
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, DEAD_PEER_S - 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_S * 1000)
-    return sock
+#: a body up to this size may go with its request's head (:meth:`PeerTransport.call`)
+DIRECT_BODY_BYTES = 64 * 1024
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+    if isinstance(exc, aiohttp.ClientConnectorError):
         return "connection refused or unreachable"
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timed out"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return describe_failure(exc)
 
 
 class PeerResponse:
@@ -110,6 +89,7 @@ class PeerTransport:
         # (a connection is handed to the worker it is signed for, and stays with it).
         # Made on the event loop, at first use.
         self._sessions: dict[str | None, aiohttp.ClientSession] = {}
+        self._exchanges = ExchangePool(settings)
         self._timeout = aiohttp.ClientTimeout(total=None,
                                               sock_connect=settings.connect_timeout_s,
                                               sock_read=settings.read_timeout_s)
@@ -212,6 +192,34 @@ class PeerTransport:
                 raise self.unavailable(member, exc) from exc
         raise AssertionError("unreachable")
 
+    def direct(self, member: Member, content: bytes | None) -> bool:
+        """Whether :meth:`call` can take a request with ``content`` to ``member``: a
+        plain ``http://`` member reached over TCP, a body small enough to go with the
+        head."""
+        return (member.name not in self._unix and member.host.startswith("http://")
+                and (content is None or len(content) <= DIRECT_BODY_BYTES))
+
+    async def call(self, member: Member, method: str, path: bytes, query: bytes = b"", *,
+                   view: str, headers: Sequence[tuple[bytes, bytes]] = (),
+                   content: bytes | None = None) -> Answer:
+        """Send a request (signed and sealed as :meth:`open` does) whose body goes in one
+        write with its head, over the kept-alive connections of :mod:`exchange`, and
+        read the whole answer: a peer call without an HTTP client library's work per
+        request. Only where :meth:`direct` says so. MemberUnavailable as for :meth:`open`."""
+        target = path + b"?" + query if query else path
+        marker = self._auth.sign(method, path, query, member.id, view)
+        lines = [method.encode("ascii") + b" " + target + b" HTTP/1.1",
+                 b"host: " + member.host.split("://", 1)[1].encode("latin-1"),
+                 HEADER.encode() + b": " + marker.encode("latin-1")]
+        lines += [name + b": " + value for name, value in headers
+                  if name.lower() not in (b"host", b"content-length")]
+        body = b""
+        if content is not None:  # the body ends with its tag (bodyseal)
+            body = sealed(content, body_key(self._settings.secret, marker))
+            lines.append(b"content-length: " + str(len(body)).encode("ascii"))
+        data = b"\r\n".join(lines) + b"\r\n\r\n" + body
+        return await self._exchanges.request(member, data, head_request=method == "HEAD")
+
     def body(self, member: Member, response: PeerResponse) -> AsyncIterator[bytes]:
         """The response body; a broken exchange raises MemberUnavailable."""
         async def chunks() -> AsyncIterator[bytes]:
@@ -223,6 +231,7 @@ class PeerTransport:
         return chunks()
 
     async def aclose(self) -> None:
+        self._exchanges.close()
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
