@@ -8,6 +8,7 @@ JSON in the ``x-squall-error`` header with their status.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -80,6 +81,10 @@ async def request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+async def _whole(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
 async def _bounded_body(request: Request, limit: int) -> bytes:
     """The whole request body; InvalidArgument past ``limit`` bytes."""
     data = bytearray()
@@ -130,6 +135,7 @@ class PeerAPI:
             ("POST", "forget"): self.forget,
             ("POST", "settings"): self.settings,
             ("PUT", "mirror"): self.mirror_put,
+            ("PUT", "mirror-batch"): self.mirror_batch,
             ("POST", "mirror-drop"): self.mirror_drop,
             ("GET", "copies"): self.copies,
         }
@@ -274,6 +280,42 @@ class PeerAPI:
         await replication.store.put(bucket, key, owner=sender, epoch=epoch, seq=seq,
                                     info=info, body=request_body(request.receive))
         return _json_response(None)
+
+    async def mirror_batch(self, request: Request) -> Response:
+        """Keep the copies of several small writes the sender owns (``PUT mirror`` for
+        each, sent together: :mod:`gateway.cluster.mirror_batches`), the concurrent ones
+        in one group commit; answers each in order (null, or the error it got)."""
+        replication = self._mirroring()
+        if replication.membership.left:
+            raise ServiceUnavailable(f"cluster member {self._membership.view.me} has left "
+                                     "the cluster: it keeps no more copies")
+        sender = self._sender(request)
+        try:
+            copies = wire.copies_from(await _bounded_body(request, wire.MAX_BATCH_BYTES))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidArgument(f"malformed mirror-batch request: {exc}") from None
+        view = self._membership.view
+
+        async def keep(copy: wire.MirrorCopy) -> None:
+            if view.owner(copy.bucket, copy.key) != sender:
+                raise ViewChanged(f"{sender} does not own {copy.bucket}/{copy.key} in the "
+                                  f"view of {view.me} (revision {view.revision})",
+                                  revision=view.revision)
+            await replication.store.put(copy.bucket, copy.key, owner=sender,
+                                        epoch=copy.epoch, seq=copy.seq, info=copy.info,
+                                        body=_whole(copy.body))
+
+        results = await asyncio.gather(*(keep(c) for c in copies), return_exceptions=True)
+        answers: list[object] = []
+        for result in results:
+            if isinstance(result, StorageError):
+                answers.append(wire.error_to(result))
+            elif isinstance(result, BaseException):
+                log.error("keeping a mirror copy for %s failed", sender, exc_info=result)
+                answers.append(wire.error_to(InternalError()))
+            else:
+                answers.append(None)
+        return _json_response(answers)
 
     async def mirror_drop(self, request: Request) -> Response:
         replication = self._mirroring()

@@ -19,7 +19,7 @@ from backends.core.base import (
     RangeRequest,
     UploadInfo,
 )
-from backends.core.errors import ServiceUnavailable
+from backends.core.errors import ServiceUnavailable, StorageError
 from backends.core.streams import ClosingBody
 from gateway.cluster import wire
 from gateway.cluster.errors import MemberUnavailable
@@ -166,6 +166,16 @@ class PeerClient:
             headers.append((wire.INFO_HEADER.encode(), wire.dumps(wire.to_json(info)).encode()))
         await self._json("PUT", "mirror", params, headers=headers, content=body,
                          wait_continue=False)
+
+    async def mirror_batch(self, copies: Sequence[wire.MirrorCopy]
+                           ) -> list[StorageError | None]:
+        """The member keeps these copies of small writes (as :meth:`mirror_put` each);
+        what each got, in order (None: kept durably)."""
+        data = await self._json("PUT", "mirror-batch", {}, content=wire.copies_to(copies))
+        if not isinstance(data, list) or len(data) != len(copies):
+            raise ServiceUnavailable(f"cluster member {self.name} answered mirror-batch "
+                                     "with a malformed answer")
+        return [None if answer is None else wire.error_from(answer) for answer in data]
 
     async def mirror_drop(self, items: Sequence[tuple[str, str, int, int]]) -> None:
         """The member drops its copies of these keys up to these (epoch, seq)."""

@@ -34,8 +34,10 @@ from gateway.background import PeriodicTask
 from gateway.cache.cluster_view import ClusterView
 from gateway.cache.keylock import KeyLocks
 from gateway.cluster.coordinator.membership import EtcdMembership
+from gateway.cluster.mirror_batches import MirrorBatches
 from gateway.cluster.mirror_store import BK, MirrorRecord, MirrorStore
 from gateway.cluster.remote import Peers
+from gateway.cluster.wire import MirrorCopy
 
 log = logging.getLogger("squall.cluster")
 CLEAN_SEQ = 2 ** 62  # a drop "up to the newest": the key is clean on its owner
@@ -58,6 +60,8 @@ class Replication:
         self._local = local
         self._peers = peers
         self._locks = KeyLocks()
+        self._batches = MirrorBatches(lambda node, copies:
+                                      self._peers.get(node).mirror_batch(copies))
         # key -> (epoch, seq, mirrors): copies sent, to drop once the key is clean here
         self._pending: dict[BK, tuple[int, int, tuple[str, ...]]] = {}
         self._flushed: set[BK] = set()  # keys a flush made clean since the last drops
@@ -195,22 +199,31 @@ class Replication:
     async def _copy_to(self, node: str, bucket: str, key: str, epoch: int, seq: int,
                        deleted: bool, *, handoff: bool = False) -> None:
         peer = self._peers.get(node)
-        if deleted:
-            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
-                                  body=b"", handoff=handoff)
-            return
-        try:
-            stream = await self._local.get_object(bucket, key)
-        except NoSuchKey:
-            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=None,
-                                  body=b"", handoff=handoff)
+        stream = None
+        if not deleted:
+            with contextlib.suppress(NoSuchKey):
+                stream = await self._local.get_object(bucket, key)
+        if stream is None:  # a deletion
+            await self._send_copy(node, MirrorCopy(bucket, key, epoch, seq, None, b""),
+                                  handoff)
             return
         async with stream:
-            body: AsyncIterator[bytes] | bytes = aiter(stream)
             if stream.info.size <= WHOLE_COPY_BYTES:  # sent with the head, in one write
                 body = b"".join([chunk async for chunk in stream])
+                await self._send_copy(node, MirrorCopy(bucket, key, epoch, seq,
+                                                       stream.info, body), handoff)
+                return
             await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=stream.info,
-                                  body=body, handoff=handoff)
+                                  body=aiter(stream), handoff=handoff)
+
+    async def _send_copy(self, node: str, copy: MirrorCopy, handoff: bool) -> None:
+        """A small copy: a mirror's goes with the others sent to ``node`` meanwhile."""
+        if not handoff:
+            await self._batches.put(node, copy)
+            return
+        await self._peers.get(node).mirror_put(copy.bucket, copy.key, epoch=copy.epoch,
+                                               seq=copy.seq, info=copy.info,
+                                               body=copy.body, handoff=True)
 
     async def remirror(self) -> None:
         """The view changed: the dirty keys whose mirrors changed (or that had too few)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from backends.core.base import ObjectInfo, ObjectMeta, UploadInfo
@@ -21,6 +22,8 @@ from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, DeleteItem
 from gateway.versioning.objects import DeleteOutcome
 
 INFO_HEADER = "x-squall-info"
+#: the largest body of a mirror-batch request (its copies' bytes and their heads)
+MAX_BATCH_BYTES = 1 << 20
 ERROR_HEADER = "x-squall-error"
 #: the algorithm of the checksum a body sent to a peer verifies (the peer computes it again)
 CHECKSUM_ALGORITHM_HEADER = "x-squall-checksum-algorithm"
@@ -114,3 +117,44 @@ def answer_from_json(data: dict[str, Any]) -> DeleteAnswer:
     if "error" in data:
         return error_from(data["error"])
     return DeleteOutcome(data.get("version_id"), bool(data.get("delete_marker")))
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorCopy:
+    """One small write's state for a mirror: its bytes and info (None: a deletion), at
+    ``(epoch, seq)``."""
+
+    bucket: str
+    key: str
+    epoch: int
+    seq: int
+    info: ObjectInfo | None
+    body: bytes
+
+
+def copies_to(copies: Sequence[MirrorCopy]) -> bytes:
+    """A mirror-batch body: one JSON line describing every copy, then their bytes in
+    order."""
+    head = [{"bucket": c.bucket, "key": c.key, "epoch": c.epoch, "seq": c.seq,
+             "info": to_json(c.info) if c.info is not None else None, "size": len(c.body)}
+            for c in copies]
+    return b"".join([dumps(head).encode(), b"\n", *(c.body for c in copies)])
+
+
+def copies_from(data: bytes) -> list[MirrorCopy]:
+    """The copies of a mirror-batch body (ValueError, TypeError or KeyError if it is
+    malformed)."""
+    line, _, rest = data.partition(b"\n")
+    copies, offset = [], 0
+    for item in json.loads(line):
+        size = int(item["size"])
+        if size < 0 or offset + size > len(rest):
+            raise ValueError("a copy's size runs past the body")
+        info = item["info"]
+        copies.append(MirrorCopy(str(item["bucket"]), str(item["key"]), int(item["epoch"]),
+                                 int(item["seq"]), info_from(info) if info else None,
+                                 rest[offset:offset + size]))
+        offset += size
+    if offset != len(rest):
+        raise ValueError("bytes after the last copy")
+    return copies

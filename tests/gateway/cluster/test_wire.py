@@ -83,3 +83,22 @@ def test_malformed_delete_items_are_refused(data: object) -> None:
 ])
 def test_to_json_is_asdict(value: ObjectInfo | UploadInfo | ObjectMeta) -> None:
     assert wire.to_json(value) == dataclasses.asdict(value)
+
+
+def test_mirror_copies_travel_in_one_body() -> None:
+    info = ObjectInfo("b", "k 1", 3, "e", 1.0, ObjectMeta(user={"a": "b"}))
+    copies = [wire.MirrorCopy("b", "k 1", 4, 7, info, b"abc"),
+              wire.MirrorCopy("b", "gone", 4, 8, None, b""),
+              wire.MirrorCopy("b", "k\n2", 5, 9, info, b"\n\nxy")]
+    assert wire.copies_from(wire.copies_to(copies)) == copies
+
+
+@pytest.mark.parametrize("body", [
+    b"not json\n", b'[{"bucket": "b"}]\n',
+    b'[{"bucket": "b", "key": "k", "epoch": 1, "seq": 1, "info": null, "size": 5}]\nabc',
+    b'[{"bucket": "b", "key": "k", "epoch": 1, "seq": 1, "info": null, "size": 1}]\nabc',
+    b'[{"bucket": "b", "key": "k", "epoch": 1, "seq": 1, "info": null, "size": -1}]\n',
+])
+def test_a_malformed_mirror_batch_is_refused(body: bytes) -> None:
+    with pytest.raises((ValueError, TypeError, KeyError)):
+        wire.copies_from(body)
