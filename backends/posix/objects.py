@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 from collections.abc import AsyncIterator, Callable
@@ -207,11 +208,12 @@ class ObjectFiles:
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
         path = encode_key(key)
-        await self.require_bucket(bucket)
+        check_bucket(bucket)
         staged = self.staged()
+        # the bucket checked, and the file made, in the job that writes the first bytes
+        staged.open_later(functools.partial(self._require_bucket, bucket))
         try:
             with os_errors("PutObject"):
-                await staged.open()
                 await staged.consume(body)
                 st = await staged.finish()
             if content_md5 is not None and staged.md5 != content_md5:

@@ -75,6 +75,7 @@ class StagedFile:
         self._discarding: asyncio.Future[None] | None = None
         self._adopted: list[int] = []
         self._writer: DirectWriter | None = None
+        self._open_first: Callable[[], None] | None = None  # see open_later
 
     def adopt(self, fd: int) -> None:
         """Close ``fd`` (a copy source) in discard, once no job can still be using it."""
@@ -96,6 +97,19 @@ class StagedFile:
 
     def _open(self) -> None:
         self.fd = os.open(self.path, O_CREATE, FILE_MODE)
+
+    def open_later(self, check: Callable[[], None]) -> None:
+        """Instead of :meth:`open`: the first blocking job of :meth:`consume` or
+        :meth:`finish` runs ``check`` (e.g. that the bucket exists; it raises to stop),
+        then creates the file. A small body then costs one hand-off to the worker pool
+        (check, create, write, fsync) instead of three."""
+        self._open_first = check
+
+    def _opened(self) -> None:
+        check, self._open_first = self._open_first, None
+        if check is not None:
+            check()
+            self._open()
 
     async def consume(self, body: DescribedBody) -> None:
         """Write the whole body, gathering chunks into writes of ``chunk_size``. A
@@ -131,6 +145,7 @@ class StagedFile:
 
     def _write(self, pieces: list[bytes]) -> None:
         """Hash and write ``pieces`` (never joined into a buffer: :class:`DirectWriter`)."""
+        self._opened()
         for piece in pieces:
             self._md5.update(piece)
         self.size += self._writes().write(pieces, self.offset + self.size)
@@ -141,6 +156,7 @@ class StagedFile:
         return self._writer
 
     def _copy_regions(self, regions: list[FileRegion]) -> None:
+        self._opened()
         for region in regions:
             self._writes().copy(region.fd, region.count, src_offset=region.offset,
                                 offset=self.offset + self.size)
@@ -151,6 +167,7 @@ class StagedFile:
         return await self._run(self._finish, self._take_buffer())
 
     def _finish(self, buffer: list[bytes]) -> os.stat_result:
+        self._opened()
         if buffer:
             self._write(buffer)
         if self._durable:

@@ -4,11 +4,13 @@ LARGE_WRITE_CHUNK, and the same bytes and MD5 whatever the pieces."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
 from backends.core.base import ObjectMeta
-from backends.posix import PosixBackend
+from backends.core.errors import NoSuchBucket
+from backends.posix import PosixBackend, staging
 from backends.posix.staging import LARGE_WRITE_CHUNK, write_chunk
 from tests.backends.conformance import blob
 from tests.backends.posix.support import MIN_PART, Declared, get
@@ -33,3 +35,30 @@ async def test_a_declared_body_is_stored_whole_with_its_md5(posix: PosixBackend,
     info = await posix.put_object("bkt", "k", Declared(data, piece=piece), meta=ObjectMeta())
     assert info.etag == hashlib.md5(data).hexdigest()
     assert await get(posix, "k") == data
+
+
+@pytest.mark.parametrize("size", [0, 4096, 3 * 64 * 1024 + 1])  # alone, and past a chunk
+async def test_a_put_into_a_missing_bucket_leaves_no_file(posix: PosixBackend,
+                                                           size: int) -> None:
+    """The bucket is checked in the job that makes the temp file: none is made."""
+    before = set(posix.root.rglob("*"))
+    with pytest.raises(NoSuchBucket):
+        await posix.put_object("gone", "k", Declared(blob(size, seed=1), piece=4096),
+                               meta=ObjectMeta())
+    assert set(posix.root.rglob("*")) == before
+
+
+async def test_a_small_body_is_checked_made_and_written_in_one_job(
+        posix: PosixBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs: list[str] = []
+    real = staging.run_blocking
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        jobs.append(getattr(fn, "__name__", "?"))
+        return await real(fn, *args)
+
+    monkeypatch.setattr(staging, "run_blocking", counted)  # counts hand-offs, runs them
+    await posix.put_object("bkt", "small", Declared(b"x" * 4096, piece=1024),
+                           meta=ObjectMeta())
+    assert jobs == ["_finish"]
+    assert await get(posix, "small") == b"x" * 4096
