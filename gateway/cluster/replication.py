@@ -208,13 +208,13 @@ class Replication:
                                   handoff)
             return
         async with stream:
-            if stream.info.size <= WHOLE_COPY_BYTES:  # sent with the head, in one write
-                body = b"".join([chunk async for chunk in stream])
-                await self._send_copy(node, MirrorCopy(bucket, key, epoch, seq,
-                                                       stream.info, body), handoff)
+            if stream.info.size > WHOLE_COPY_BYTES:  # streamed
+                await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=stream.info,
+                                      body=aiter(stream), handoff=handoff)
                 return
-            await peer.mirror_put(bucket, key, epoch=epoch, seq=seq, info=stream.info,
-                                  body=aiter(stream), handoff=handoff)
+            body = b"".join([chunk async for chunk in stream])  # sent with the head
+        await self._send_copy(node, MirrorCopy(bucket, key, epoch, seq, stream.info, body),
+                              handoff)
 
     async def _send_copy(self, node: str, copy: MirrorCopy, handoff: bool) -> None:
         """A small copy: a mirror's goes with the others sent to ``node`` meanwhile."""
