@@ -33,7 +33,7 @@ class MirrorBatches:
     def __init__(self, send: Send) -> None:
         self._send = send
         self._queues: dict[str, list[_Queued]] = {}
-        self._sending: set[str] = set()
+        self._sending: dict[str, asyncio.Task[None]] = {}  # the drain of each member
         self.requests = 0
         self.copies = 0
 
@@ -42,8 +42,7 @@ class MirrorBatches:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(member, []).append((copy, done))
         if member not in self._sending:
-            self._sending.add(member)
-            asyncio.ensure_future(self._drain(member))
+            self._sending[member] = asyncio.ensure_future(self._drain(member))
         await done
 
     async def _drain(self, member: str) -> None:
@@ -69,7 +68,7 @@ class MirrorBatches:
                     else:
                         done.set_exception(result)
         finally:
-            self._sending.discard(member)
+            self._sending.pop(member, None)
             if self._queues.get(member):  # queued as the loop was stopping
                 for _, done in self._queues.pop(member):
                     if not done.done():

@@ -32,7 +32,7 @@ from gateway.cluster.errors import PeerAuthFailed, ViewChanged
 from gateway.cluster.keyops import MAX_DELETE_ITEMS, DeleteAnswer, KeyOperations
 from gateway.cluster.peerauth import HEADER, Marker, PeerAuth
 from gateway.cluster.replication import Replication
-from gateway.cluster.view import Membership
+from gateway.cluster.view import Membership, View
 from gateway.protocol.checksumming import ChecksummingBody
 from gateway.protocol.errors import InternalError, InvalidArgument, s3_error_for
 from gateway.protocol.responses import ObjectStreamResponse
@@ -79,6 +79,12 @@ async def request_body(receive: Receive) -> AsyncIterator[bytes]:
             yield chunk
         if not message.get("more_body", False):
             return
+
+
+def _not_owner(view: View, sender: str, bucket: str, key: str) -> ViewChanged:
+    """A copy refused: ``sender`` does not own the key in this member's view."""
+    return ViewChanged(f"{sender} does not own {bucket}/{key} in the view of {view.me} "
+                       f"(revision {view.revision})", revision=view.revision)
 
 
 async def _whole(data: bytes) -> AsyncIterator[bytes]:
@@ -258,14 +264,19 @@ class PeerAPI:
                                   "mirror copies (no coordinator)")
         return self._replication
 
-    async def mirror_put(self, request: Request) -> Response:
-        """Keep a copy of another member's unflushed write (only if it owns the key in
-        this member's view), or a state of a key handed over to this member by a member
-        of its view; durably, then answer."""
+    def _keeping_copies(self) -> Replication:
+        """The replication of a member that still keeps copies (it has not left)."""
         replication = self._mirroring()
         if replication.membership.left:
             raise ServiceUnavailable(f"cluster member {self._membership.view.me} has left "
                                      "the cluster: it keeps no more copies")
+        return replication
+
+    async def mirror_put(self, request: Request) -> Response:
+        """Keep a copy of another member's unflushed write (only if it owns the key in
+        this member's view), or a state of a key handed over to this member by a member
+        of its view; durably, then answer."""
+        replication = self._keeping_copies()
         sender = self._sender(request)
         bucket, key = _param(request, "bucket"), _param(request, "key")
         epoch, seq = _int_param(request, "epoch"), _int_param(request, "seq")
@@ -273,8 +284,7 @@ class PeerAPI:
             raise InvalidArgument("mirror copy without a valid epoch and seq")
         view = self._membership.view
         if request.query_params.get("handoff") != "1" and view.owner(bucket, key) != sender:
-            raise ViewChanged(f"{sender} does not own {bucket}/{key} in the view of "
-                              f"{view.me} (revision {view.revision})", revision=view.revision)
+            raise _not_owner(view, sender, bucket, key)
         raw = request.headers.get(wire.INFO_HEADER)
         info = wire.info_from(json.loads(raw)) if raw else None
         await replication.store.put(bucket, key, owner=sender, epoch=epoch, seq=seq,
@@ -285,10 +295,7 @@ class PeerAPI:
         """Keep the copies of several small writes the sender owns (``PUT mirror`` for
         each, sent together: :mod:`gateway.cluster.mirror_batches`), the concurrent ones
         in one group commit; answers each in order (null, or the error it got)."""
-        replication = self._mirroring()
-        if replication.membership.left:
-            raise ServiceUnavailable(f"cluster member {self._membership.view.me} has left "
-                                     "the cluster: it keeps no more copies")
+        replication = self._keeping_copies()
         sender = self._sender(request)
         try:
             copies = wire.copies_from(await _bounded_body(request, wire.MAX_BATCH_BYTES))
@@ -298,9 +305,7 @@ class PeerAPI:
 
         async def keep(copy: wire.MirrorCopy) -> None:
             if view.owner(copy.bucket, copy.key) != sender:
-                raise ViewChanged(f"{sender} does not own {copy.bucket}/{copy.key} in the "
-                                  f"view of {view.me} (revision {view.revision})",
-                                  revision=view.revision)
+                raise _not_owner(view, sender, copy.bucket, copy.key)
             await replication.store.put(copy.bucket, copy.key, owner=sender,
                                         epoch=copy.epoch, seq=copy.seq, info=copy.info,
                                         body=_whole(copy.body))
