@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import os
 from collections.abc import AsyncIterator, Callable
@@ -208,10 +207,9 @@ class ObjectFiles:
         if content_md5 is not None and len(content_md5) != 16:
             raise InvalidDigest("Content-MD5 must be 16 bytes.")
         path = encode_key(key)
-        check_bucket(bucket)
+        await self.require_bucket(bucket)  # before any of the body is read
         staged = self.staged()
-        # the bucket checked, and the file made, in the job that writes the first bytes
-        staged.open_later(functools.partial(self._require_bucket, bucket))
+        staged.open_later()  # made in the job that writes the first bytes
         try:
             with os_errors("PutObject"):
                 await staged.consume(body)

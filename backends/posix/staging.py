@@ -75,7 +75,7 @@ class StagedFile:
         self._discarding: asyncio.Future[None] | None = None
         self._adopted: list[int] = []
         self._writer: DirectWriter | None = None
-        self._open_first: Callable[[], None] | None = None  # see open_later
+        self._open_pending = False  # see open_later
 
     def adopt(self, fd: int) -> None:
         """Close ``fd`` (a copy source) in discard, once no job can still be using it."""
@@ -98,17 +98,15 @@ class StagedFile:
     def _open(self) -> None:
         self.fd = os.open(self.path, O_CREATE, FILE_MODE)
 
-    def open_later(self, check: Callable[[], None]) -> None:
+    def open_later(self) -> None:
         """Instead of :meth:`open`: the first blocking job of :meth:`consume` or
-        :meth:`finish` runs ``check`` (e.g. that the bucket exists; it raises to stop),
-        then creates the file. A small body then costs one hand-off to the worker pool
-        (check, create, write, fsync) instead of three."""
-        self._open_first = check
+        :meth:`finish` creates the file, so a small body costs one hand-off to the worker
+        pool (create, write, fsync) instead of two."""
+        self._open_pending = True
 
     def _opened(self) -> None:
-        check, self._open_first = self._open_first, None
-        if check is not None:
-            check()
+        if self._open_pending:
+            self._open_pending = False
             self._open()
 
     async def consume(self, body: DescribedBody) -> None:

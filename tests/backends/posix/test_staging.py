@@ -40,7 +40,7 @@ async def test_a_declared_body_is_stored_whole_with_its_md5(posix: PosixBackend,
 @pytest.mark.parametrize("size", [0, 4096, 3 * 64 * 1024 + 1])  # alone, and past a chunk
 async def test_a_put_into_a_missing_bucket_leaves_no_file(posix: PosixBackend,
                                                            size: int) -> None:
-    """The bucket is checked in the job that makes the temp file: none is made."""
+    """The bucket is checked before the body is read: no temp file is made."""
     before = set(posix.root.rglob("*"))
     with pytest.raises(NoSuchBucket):
         await posix.put_object("gone", "k", Declared(blob(size, seed=1), piece=4096),
@@ -48,7 +48,7 @@ async def test_a_put_into_a_missing_bucket_leaves_no_file(posix: PosixBackend,
     assert set(posix.root.rglob("*")) == before
 
 
-async def test_a_small_body_is_checked_made_and_written_in_one_job(
+async def test_a_small_body_is_made_and_written_in_one_job(
         posix: PosixBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     jobs: list[str] = []
     real = staging.run_blocking
