@@ -138,15 +138,18 @@ class ClusterNode:
     async def leave(self) -> None:
         """Leave the cluster (a stop, or a Kubernetes pod's preStop): serve nothing more,
         hand this member's unflushed writes to the members that own their keys without
-        it, flush what could not be handed over if this member holds the only copy, then
-        end the lease."""
+        its host, flush what could not be handed over if this member holds the only copy,
+        then end the lease. (The workers of a host leave together: none hands its writes
+        to a sibling that is leaving too.)"""
         etcd = self.etcd
         if etcd is None or etcd.left:
             return
         etcd.left = True
         view = etcd.view
-        after = View(view.revision, {n: m for n, m in view.members.items() if n != self.name},
-                     self.name)
+        me = view.members.get(self.name)
+        after = View(view.revision, {
+            n: m for n, m in view.members.items()
+            if n != self.name and (me is None or m.host != me.host)}, self.name)
         handed = failed = 0
         if self._cache is not None and self.replication is not None and after.members:
             deadline = time.monotonic() + LEAVE_TIMEOUT_S
