@@ -133,8 +133,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="seconds to wait for the gateway to drain between points")
 
     p = sub.add_parser("predict", help="predict completion time and cost for cache sizes",
-                       description="Predict T = I*I_t + K*S_c/B(S_c) and C_a for the given "
-                                   "cache sizes from a calibration file.")
+                       description="Predict T = I*I_t + K*S_c/B(S_c) + P and C_a for the "
+                                   "given cache sizes from a calibration file (P: the "
+                                   "compute lost while a cache drains, 0 unless "
+                                   "calibrated).")
     _application_args(p)
     p.add_argument("--cache-size", type=_size, nargs="+", metavar="GB",
                    help="M(S_c): cache size(s) during checkpoints, GB")

@@ -1,7 +1,9 @@
-"""Calibration tables B_M(x) and D_M(x) (seed: adaptive caching, III-C and III-D).
+"""Calibration tables B_M(x), D_M(x) and P_M(x) (seed: adaptive caching, III-C and III-D).
 
 B_M(x) is the sustained throughput (MB/s) for writing a dataset of x GB with a cache of
-M GB; D_M(x) is how long (s) the cache stays attached while doing so. They are measured
+M GB; D_M(x) is how long (s) the cache stays attached while doing so. P_M(x), not in the
+seed, is the compute time (s) the application loses while the cache drains such a burst
+beside it (processes that share cores with the gateway; 0 when not measured). They are measured
 (calibration), then interpolated: linearly in x among the points of one cache size, then
 linearly in M between the two nearest calibrated cache sizes. Nothing is extrapolated:
 asking outside the calibrated range raises :class:`CalibrationError`.
@@ -35,6 +37,7 @@ class CalibrationPoint:
     dataset_gb: float  # x
     throughput_mb_s: float  # B_M(x)
     attach_s: float  # D_M(x)
+    compute_slowdown_s: float = 0.0  # P_M(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,10 @@ class Configuration:
     def attach(self, dataset_gb: float, cache_gb: float) -> float:
         """D_M(x) in seconds."""
         return self._lookup(dataset_gb, cache_gb, "attach_s")
+
+    def slowdown(self, dataset_gb: float, cache_gb: float) -> float:
+        """P_M(x) in seconds."""
+        return self._lookup(dataset_gb, cache_gb, "compute_slowdown_s")
 
     def _lookup(self, x: float, m: float, field: str) -> float:
         sizes = self.cache_sizes()
@@ -99,6 +106,7 @@ class _Point(BaseModel):
     dataset_gb: float = Field(gt=0, allow_inf_nan=False)
     throughput_mb_s: float = Field(gt=0, allow_inf_nan=False)
     attach_s: float = Field(ge=0, allow_inf_nan=False)
+    compute_slowdown_s: float = Field(0.0, ge=0, allow_inf_nan=False)
 
 
 class _Configuration(BaseModel):
@@ -147,7 +155,8 @@ def parse_calibration(data: object) -> list[Configuration]:
                           backend_size_gb=c.backend_size_gb,
                           cache_bandwidth_mb_s=c.cache_bandwidth_mb_s,
                           points=tuple(CalibrationPoint(p.cache_gb, p.dataset_gb,
-                                                        p.throughput_mb_s, p.attach_s)
+                                                        p.throughput_mb_s, p.attach_s,
+                                                        p.compute_slowdown_s)
                                        for p in c.points))
             for c in doc.configurations]
 

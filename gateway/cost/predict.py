@@ -4,15 +4,19 @@ Seed: adaptive caching, section III-C (prediction) and III-D (optimal cache size
 bulk-synchronous application on n nodes that runs I iterations of I_t seconds and writes K
 checkpoints of S_c GB per node, after an initial dump of S_i GB per node::
 
-    T   = I*I_t + K*S_c / B(S_c)
+    T   = I*I_t + K*S_c / B(S_c) + P
     C   = B_b*N*(T + S_i/B(S_i)) + B_c*M(S_i)*D(S_i) + K*B_c*M(S_c)*D(S_c)
     C_a = n*C                                                       [AGBs]
 
-B(x) (MB/s) and D(x) (s) come from calibration at the chosen cache size M
+B(x) (MB/s), D(x) (s) and P(x) (s) come from calibration at the chosen cache size M
 (:mod:`gateway.cost.calibration`); sizes are GB and S/B is converted to seconds
-(1 GB = 1000 MB). One deliberate reading: the seed prints the initial-dump term as
-S_i/D(S_i), which is GB/s and cannot be added to T; the text says the term accounts
-for the duration of the initialisation phase, which is S_i/B(S_i). We use that.
+(1 GB = 1000 MB). P, not in the seed, is the compute time lost while the cache drains a
+burst beside the application: P(S_i) for the compute phase after the initial dump and
+P(S_c) for each after a checkpoint but the last (0 when the calibration did not measure
+it; on shared cores a draining cache slows the compute next to it). One deliberate
+reading: the seed prints the initial-dump term as S_i/D(S_i), which is GB/s and cannot be
+added to T; the text says the term accounts for the duration of the initialisation
+phase, which is S_i/B(S_i). We use that.
 
 :func:`advise` applies III-D: evaluate T and C_a for every candidate M(S_c), keep those
 with T <= T_max, recommend the one with minimal C_a. It also ranks whole configurations
@@ -69,6 +73,7 @@ class Prediction:
     cost_agbs: float  # C_a
     meets_deadline: bool = True
     init_time_s: float = 0.0  # S_i/B(S_i): the initial dump, before T
+    compute_slowdown_s: float = 0.0  # P: compute time lost to draining caches, in T
 
     @property
     def total_time_s(self) -> float:
@@ -139,7 +144,7 @@ def predict_schedule(app: Application, config: Configuration,
                      *, cache_gb: float | None = None) -> Prediction:
     """T and C_a when checkpoint k runs with a cache of ``checkpoint_cache_gb[k]`` GB::
 
-        T = I*I_t + sum_k S_c/B_{M_k}(S_c)
+        T = I*I_t + sum_k S_c/B_{M_k}(S_c) + P_{M(S_i)}(S_i) + sum_{k<K} P_{M_k}(S_c)
         C = B_b*N*(T + S_i/B(S_i)) + B_c*M(S_i)*D(S_i) + sum_k B_c*M_k*D_{M_k}(S_c)
 
     With every M_k equal this is III-C's formula. The reported B and D are averages over
@@ -151,13 +156,20 @@ def predict_schedule(app: Application, config: Configuration,
     sizes = list(checkpoint_cache_gb)
     b = [config.throughput(app.checkpoint_gb, m) for m in sizes]
     d = [config.attach(app.checkpoint_gb, m) for m in sizes]
-    t = app.iterations * app.iteration_s + sum(write_time_s(app.checkpoint_gb, x) for x in b)
+    # the compute phases that follow a burst: after the initial dump, after each checkpoint
+    # but the last
+    slowdown = sum(config.slowdown(app.checkpoint_gb, m) for m in sizes[:-1]) \
+        if app.iterations else 0.0
     init_write_s = init_attach_s = init_m = 0.0
     if app.init_gb > 0:
         init_m = app.init_cache_gb if app.init_cache_gb is not None else (
             cache_gb if cache_gb is not None else (sizes[0] if sizes else 0.0))
         init_write_s = write_time_s(app.init_gb, config.throughput(app.init_gb, init_m))
         init_attach_s = config.attach(app.init_gb, init_m)
+        if app.iterations:
+            slowdown += config.slowdown(app.init_gb, init_m)
+    t = (app.iterations * app.iteration_s + slowdown
+         + sum(write_time_s(app.checkpoint_gb, x) for x in b))
     c = node_cost(backend_bandwidth_mb_s=config.backend_bandwidth_mb_s,
                   backend_size_gb=config.backend_size_gb,
                   cache_bandwidth_mb_s=config.cache_bandwidth_mb_s, time_s=t,
@@ -174,7 +186,7 @@ def predict_schedule(app: Application, config: Configuration,
                       attach_s=sum(d) / k if d else 0.0, time_s=t, cost_per_node_agbs=c,
                       cost_agbs=app.nodes * c,
                       meets_deadline=deadline_s is None or t <= deadline_s,
-                      init_time_s=init_write_s)
+                      init_time_s=init_write_s, compute_slowdown_s=slowdown)
 
 
 def _cheapest(predictions: Sequence[Prediction]) -> Prediction | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from statistics import mean
 
 from gateway.cost.calibration import Configuration, parse_calibration
@@ -49,9 +49,7 @@ def configuration(o: Outcome, prices: Prices) -> Configuration:
            else prices.slow_mb_s,
            "backend_size_gb": prices.backend_size_gb,
            "cache_bandwidth_mb_s": prices.fast_mb_s if elastic else 0.0,
-           "points": [{"cache_gb": p.cache_gb, "dataset_gb": p.dataset_gb,
-                       "throughput_mb_s": p.throughput_mb_s, "attach_s": p.attach_s}
-                      for p in o.points]}
+           "points": [asdict(p) for p in o.points]}
     (config,) = parse_calibration({"format": "squall-calibration", "version": 1,
                                    "configurations": [doc]})
     return config
@@ -121,13 +119,14 @@ def figures(shape: Shape, run: Run) -> tuple[dict[str, Figures], dict[str, str]]
              "write_speedup": store_w / write, "restart_s": o.restart_s,
              "restart_mb_s": m.total_bytes / MB / o.restart_s,
              "restart_speedup": store_r / o.restart_s, "gb_s": o.cache_gb_s,
-             "T_pred": nan, "T_ratio": nan, "C_pred": nan, "C_ratio": nan}
+             "T_pred": nan, "T_ratio": nan, "C_pred": nan, "C_ratio": nan, "P_pred": nan}
         try:
             p = prediction(o, shape, prices, run.baseline_s)
         except (RuntimeError, ValueError) as exc:
             failed[o.name] = str(exc)
         else:
             f.update(T_pred=p.total_time_s, T_ratio=p.total_time_s / o.completion_s,
+                     P_pred=p.compute_slowdown_s,
                      C_pred=p.cost_agbs, C_ratio=p.cost_agbs / cost)
         out[o.name] = f
     return out, failed
@@ -190,8 +189,9 @@ def render(shape: Shape, runs: Sequence[Run], *, initial_cache_mb: float,
             if why and any(math.isfinite(e) for e in errors):
                 error += f" ({len(why)} run(s) without: {'; '.join(why)})"
             rows.append([n, c(n, f"{key}_pred", spec), c(n, key, spec),
-                         c(n, f"{key}_ratio", ".4f"), error])
-        lines += _table(title, ["approach", "predicted", "measured", "ratio", "error"], rows)
+                         c(n, f"{key}_ratio", ".4f"), error, c(n, "P_pred", ".1f")])
+        lines += _table(title, ["approach", "predicted", "measured", "ratio", "error",
+                                "of it P (s)"], rows)
     lines += _table("Burst buffer: checkpoint write and restart read through Squall vs "
                     "straight to the store (static-slow)",
                     ["approach", "checkpoint write (s)", "MB/s", "speed-up", "restart read (s)",
@@ -212,8 +212,8 @@ def _note(o: Outcome) -> str:
     note = f"{o.name}: phases " + ", ".join(f"{n} {s:.2f}" for n, s in o.phases)
     note += f"; restart {o.restart_s:.2f} s; {o.verified_blocks} blocks checked on the store"
     note += "; calibrated " + ", ".join(
-        f"B_{p.cache_gb * 1000:.0f}MB = {p.throughput_mb_s:.1f} MB/s, D = {p.attach_s:.1f} s"
-        for p in o.points)
+        f"B_{p.cache_gb * 1000:.0f}MB = {p.throughput_mb_s:.1f} MB/s, D = {p.attach_s:.1f} s, "
+        f"P = {p.compute_slowdown_s:.2f} s" for p in o.points)
     if o.volumes:
         note += "; volumes (MB, attached s, peak MB, needed MB over s): " + "; ".join(
             f"{v['size_bytes'] / MB:.0f}, {v['detached_at'] - v['attached_at']:.1f}, "

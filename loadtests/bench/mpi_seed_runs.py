@@ -6,7 +6,8 @@ of one of its buckets, then: the application's run (:mod:`loadtests.mpi.app`), t
 until everything is on the store (and an elastic volume detached), a restart read by a new
 job through a fresh mount, the last checkpoint's blocks checked on the store itself, and
 the calibration of B(x) and D(x) with the application's own checkpoint phase (the IOR
-model alone, ``--iterations 0``) at the cache sizes the run used.
+model alone, no checkpoint after it) at the cache sizes the run used, and of P(x) with the
+compute phase that follows it while the cache drains.
 """
 
 from __future__ import annotations
@@ -129,10 +130,13 @@ def verify_on_store(store: Store, bucket: str, shape: Shape, manifest: dict[str,
 
 def run_configuration(name: str, args: Sequence[str], store: Store, shape: Shape,
                       work: Path, *, calibrate_at: Sequence[int | None],
-                      timeout: float = 300.0, bucket_prefix: str = "") -> Outcome:
+                      timeout: float = 300.0, bucket_prefix: str = "",
+                      first_phase_s: float | None = None) -> Outcome:
     """Measure one configuration in Squall's bucket ``<bucket_prefix>app-<name>``;
     ``calibrate_at``: the cache sizes of the calibration points (None for a gateway
-    without elastic volumes; 0: take the run's volume sizes)."""
+    without elastic volumes; 0: take the run's volume sizes); ``first_phase_s``: the first
+    compute phase without I/O (:class:`Baseline`), to calibrate the compute slowdown while
+    a cache drains (None: nothing drains, P = 0)."""
     work.mkdir(parents=True, exist_ok=True)
     log = work / "mpi.log"
     gw_args = ["--backend", f"s3:{store.endpoint}?bucket={store.bucket}", *args]
@@ -167,7 +171,8 @@ def run_configuration(name: str, args: Sequence[str], store: Store, shape: Shape
             sizes += sorted({int(v["size_bytes"]) for v in volumes})
         for i, m in enumerate(sizes):
             outcome.points.append(_calibration_point(gw, shape, server.endpoint, bucket, work,
-                                                     f"cal-{i}", m, log, timeout))
+                                                     f"cal-{i}", m, log, timeout,
+                                                     first_phase_s))
     return outcome
 
 
@@ -189,28 +194,42 @@ def clear_store(store: Store, prefix: str) -> int:
 
 def _calibration_point(gw: GatewayClient, shape: Shape, endpoint: str, bucket: str,
                        work: Path, directory: str, m: int | None, log: Path,
-                       timeout: float) -> CalibrationPoint:
-    """B_M(S_c), D_M(S_c): one checkpoint phase of the application alone, on a quiet
-    gateway whose next elastic volume is ``m`` bytes."""
+                       timeout: float, first_phase_s: float | None) -> CalibrationPoint:
+    """B_M(S_c), D_M(S_c), P_M(S_c): one checkpoint phase of the application alone on a
+    quiet gateway whose next elastic volume is ``m`` bytes, then (with ``first_phase_s``)
+    the compute phase that follows it, against the same phase without I/O: the first of
+    a new job both times, so the job's warm-up is in both."""
     wait_quiet(gw, 600)
     if m is not None:
         gw.request("POST", "/_squall/elastic/next-size", params={"size": str(m)})
+    steps = shape.iterations // max(shape.checkpoints, 1) if first_phase_s is not None else 0
     since = time.time()
     with mount(endpoint, bucket, shape, work) as root:
-        result = run_mpi(app_argv(shape, root / directory, "--iterations", "0",
+        result = run_mpi(app_argv(shape, root / directory, "--iterations", str(steps),
                                   "--checkpoints", "0"), log_path=log, timeout=timeout)
-    seconds = dict(result["phases"])["init"]
+    phases = dict(result["phases"])
     status = wait_quiet(gw, 600)
     attach = attached_seconds(status, since - 1.0) if m is not None else 0.0
     x = shape.model.total_bytes
+    # compute cannot gain from a drain: a phase faster than without I/O is noise
+    slowdown = 0.0 if first_phase_s is None else max(0.0, phases["compute1"] - first_phase_s)
     return CalibrationPoint(cache_gb=(m or 0) / GB, dataset_gb=x / GB,
-                            throughput_mb_s=x / MB / seconds, attach_s=attach)
+                            throughput_mb_s=x / MB / phases["init"], attach_s=attach,
+                            compute_slowdown_s=slowdown)
 
 
-def compute_baseline(shape: Shape, work: Path, timeout: float = 300.0) -> float:
-    """I x I_t: the application without I/O (the seed's baseline run)."""
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The application without I/O: I x I_t, and its first compute phase (I/K sweeps)."""
+
+    total_s: float
+    first_phase_s: float
+
+
+def compute_baseline(shape: Shape, work: Path, timeout: float = 300.0) -> Baseline:
+    """The seed's baseline run: the application without I/O."""
     work.mkdir(parents=True, exist_ok=True)
     result = run_mpi(app_argv(shape, work / "none", "--iterations", str(shape.iterations),
                               "--checkpoints", str(shape.checkpoints), "--no-io"),
                      log_path=work / "baseline.log", timeout=timeout)
-    return float(result["completion_s"])
+    return Baseline(float(result["completion_s"]), float(dict(result["phases"])["compute1"]))

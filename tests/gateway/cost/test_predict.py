@@ -62,6 +62,26 @@ def test_predict_with_an_initial_dump() -> None:
     assert p.cost_per_node_agbs == 2_372_850.0
 
 
+def test_compute_slowdown_counts_for_each_compute_phase_after_a_burst() -> None:
+    """P = 4 s at every point: the phase after the initial dump and those after the first
+    K-1 checkpoints lose it (the last checkpoint's drain overlaps no compute)."""
+    doc = copy.deepcopy(CALIBRATION)
+    for point in doc["configurations"][0]["points"]:
+        point["compute_slowdown_s"] = 4.0
+    slowed, _ = parse_calibration(doc)
+    assert slowed.slowdown(4.5, 3) == 4.0
+    app = Application(nodes=2, iterations=100, iteration_s=10, checkpoints=3, checkpoint_gb=3,
+                      init_gb=6, init_cache_gb=4)
+    p = predict(app, slowed, 2)
+    assert p.compute_slowdown_s == 12.0
+    assert p.time_s == 1225.0 + 12.0
+    assert p.cost_per_node_agbs == 1650 * (1237 + 120) + 128 * 4 * 150 + 3 * 128 * 2 * 100
+    # no compute, nothing to slow down; without the field, P = 0
+    assert predict(Application(nodes=2, iterations=0, iteration_s=10, checkpoints=3,
+                               checkpoint_gb=3), slowed, 2).compute_slowdown_s == 0.0
+    assert predict(app, ADAPTIVE, 2).compute_slowdown_s == 0.0
+
+
 def test_static_configuration_has_no_cache_term() -> None:
     p = predict(APP, STATIC, 0)
     assert p.time_s == pytest.approx(1000 + 9000 / 33)
@@ -115,6 +135,8 @@ def test_bad_deadline() -> None:
         dict(d["configurations"][0]["points"][0])), "same cache_gb"),
     (lambda d: d["configurations"][1].update(name="adaptive"), "unique"),
     (lambda d: d["configurations"][0].update(colour="red"), "colour"),
+    (lambda d: d["configurations"][0]["points"][0].update(compute_slowdown_s=-1),
+     "compute_slowdown_s"),
 ])
 def test_bad_calibration(mutate: object, message: str) -> None:
     doc = copy.deepcopy(CALIBRATION)
