@@ -3,10 +3,10 @@
 B_M(x) is the sustained throughput (MB/s) for writing a dataset of x GB with a cache of
 M GB; D_M(x) is how long (s) the cache stays attached while doing so. P_M(x), not in the
 seed, is the compute time (s) the application loses while the cache drains such a burst
-beside it (processes that share cores with the gateway; 0 when not measured). They are measured
-(calibration), then interpolated: linearly in x among the points of one cache size, then
-linearly in M between the two nearest calibrated cache sizes. Nothing is extrapolated:
-asking outside the calibrated range raises :class:`CalibrationError`.
+beside it (processes that share cores with the gateway; 0 when not measured). They are
+measured (calibration), then interpolated: linearly in x among the points of one cache
+size, then linearly in M between the two nearest calibrated cache sizes. Nothing is
+extrapolated: asking outside the calibrated range raises :class:`CalibrationError`.
 
 The file format (JSON, ``format`` + ``version``) is documented in docs/cost-model.md.
 """
