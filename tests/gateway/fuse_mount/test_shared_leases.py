@@ -27,6 +27,8 @@ from tests.support.server import ACCESS_KEY, SECRET_KEY, SquallProcess
 MiB = 1024 * 1024
 PART = 5 * MiB
 LEASE = 0.6
+#: for writers that must outlast a join on a loaded machine (a second or more) unrenewed
+SLOW_LEASE = 3.0
 
 
 class Writer:
@@ -110,12 +112,15 @@ def test_the_last_live_writer_aborts_when_another_never_closed(
         store: BucketClient, s3, bucket: str, tmp_path: Path) -> None:
     key = f"ckpt-{uuid.uuid4().hex[:8]}.bin"
     s3.put_object(Bucket=bucket, Key=key, Body=b"previous version")
-    dead, live = Writer(store, key, "dead", tmp_path), Writer(store, key, "live", tmp_path)
+    # (a lease that outlasts a slow join: nothing renews the dead writer's)
+    dead = Writer(store, key, "dead", tmp_path, lease=SLOW_LEASE)
+    live = Writer(store, key, "live", tmp_path, lease=SLOW_LEASE)
     dead.upload.join()
     live.upload.join()
+    assert live.upload.upload_id == dead.upload.upload_id  # joined, not taken over
     dead.write(0, b"D" * 100)
     live.write(100, b"L" * 100)
-    time.sleep(LEASE + 0.1)  # the dead writer's lease runs out before the live one closes
+    time.sleep(SLOW_LEASE + 0.1)  # the dead writer's lease runs out before the live one closes
     with pytest.raises(UploadFailed):
         live.upload.leave(200)
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"previous version"
@@ -151,7 +156,9 @@ def test_a_writer_that_left_aborts_once_the_others_died(store: BucketClient, s3,
     mount, still up, watches the upload and aborts it once the dead writer's lease ran
     out, so that nothing is left for a lifecycle rule and the next run need not wait."""
     key = f"ckpt-{uuid.uuid4().hex[:8]}.bin"
-    dead, left = Writer(store, key, "dead", tmp_path), Writer(store, key, "left", tmp_path)
+    # (a lease that outlasts a slow join and the writes: nothing renews the dead writer's)
+    dead = Writer(store, key, "dead", tmp_path, lease=SLOW_LEASE)
+    left = Writer(store, key, "left", tmp_path, lease=SLOW_LEASE)
     renewer = LeaseRenewer()
     dead.upload.join()
     left.upload.join()
@@ -159,7 +166,7 @@ def test_a_writer_that_left_aborts_once_the_others_died(store: BucketClient, s3,
     left.write(100, b"L" * 100)
     assert left.upload.leave(200) is False  # the other writer is alive (for now)
     renewer.watch(left.upload)
-    deadline = time.monotonic() + 10 * LEASE + 5
+    deadline = time.monotonic() + 2 * SLOW_LEASE + 5
     while keys_under(s3, bucket, sidecar_key(key)):
         assert time.monotonic() < deadline, "the abandoned upload was never aborted"
         time.sleep(0.1)
