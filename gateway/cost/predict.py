@@ -156,18 +156,16 @@ def predict_schedule(app: Application, config: Configuration,
     sizes = list(checkpoint_cache_gb)
     b = [config.throughput(app.checkpoint_gb, m) for m in sizes]
     d = [config.attach(app.checkpoint_gb, m) for m in sizes]
-    # the compute phases that follow a burst: after the initial dump, after each checkpoint
-    # but the last
-    slowdown = sum(config.slowdown(app.checkpoint_gb, m) for m in sizes[:-1]) \
-        if app.iterations else 0.0
+    # the bursts (GB, M) a compute phase follows: each checkpoint but the last, the dump
+    drained = [(app.checkpoint_gb, m) for m in sizes[:-1]]
     init_write_s = init_attach_s = init_m = 0.0
     if app.init_gb > 0:
         init_m = app.init_cache_gb if app.init_cache_gb is not None else (
             cache_gb if cache_gb is not None else (sizes[0] if sizes else 0.0))
         init_write_s = write_time_s(app.init_gb, config.throughput(app.init_gb, init_m))
         init_attach_s = config.attach(app.init_gb, init_m)
-        if app.iterations:
-            slowdown += config.slowdown(app.init_gb, init_m)
+        drained.append((app.init_gb, init_m))
+    slowdown = sum(config.slowdown(x, m) for x, m in drained) if app.iterations else 0.0
     t = (app.iterations * app.iteration_s + slowdown
          + sum(write_time_s(app.checkpoint_gb, x) for x in b))
     c = node_cost(backend_bandwidth_mb_s=config.backend_bandwidth_mb_s,
