@@ -16,8 +16,8 @@ checkpoints of an IOR model). Prices as the seed's cost model: a disk costs its 
 times its size N per second; B_b is the store's checkpoint bandwidth and B_c the cache's,
 both as calibrated here. Predictions use ``gateway.cost.predict`` on points calibrated with
 the application's own checkpoint phase, and the compute phase after it (P: the compute
-lost while the cache drains the checkpoint beside it). ``--repeat N`` runs it all N times and prints
-each figure as the median of the runs and its spread (min-max).
+lost while the cache drains the checkpoint beside it). ``--repeat N`` runs it all N times
+and prints each figure as the median of the runs and its spread (min-max).
 """
 
 from __future__ import annotations
